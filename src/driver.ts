@@ -1,0 +1,116 @@
+/**
+ * The data types of the driver primitives: what a driver hands the {@link ObjectStore} base.
+ *
+ * A driver is a thin translation of SDK calls into these shapes plus one error-mapping
+ * function. Every rule that is not "one SDK call" (folders, walking, caching, offline mode,
+ * commits, integrity) lives once in the base class.
+ *
+ * @module
+ */
+import type { Readable } from 'node:stream';
+
+/** One object as a listing or a HEAD reports it. */
+export interface ObjectInfo {
+  /** The full key in the bucket. */
+  key: string;
+  /** Size in bytes. */
+  size: number;
+  /**
+   * What changes when the bytes change: the ETag on S3 and Azure, the generation on GCS, the
+   * version ID on the local store. The cache keys files by it.
+   */
+  version: string;
+  /** The store's version ID, when the bucket keeps versions and the call reports it. */
+  versionId?: string | undefined;
+  /** The ETag (quoted as the store gives it), when known. */
+  etag?: string | undefined;
+  /** Last modification time, when known. */
+  lastModified?: Date | undefined;
+}
+
+/** One page of a listing: the folder prefixes (each ending in the delimiter) and the objects. */
+export interface ListPage {
+  prefixes: string[];
+  objects: ObjectInfo[];
+}
+
+/** Options of `_pages`. */
+export interface PagesOptions {
+  /** `/` for one level; omit for a flat listing of everything under the prefix. */
+  delimiter?: string | undefined;
+  /** Most entries per page (the driver may return fewer). */
+  limit?: number | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** A half-open byte range `[start, end)`. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+/** Options of `_get` and `_getVersion`. */
+export interface GetOptions {
+  /** Read only `[start, end)`. The driver sends one ranged request. */
+  range?: ByteRange | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** What `_get` returns: the body as a stream, and what the store said about it. */
+export interface GetResult {
+  /** The bytes (the whole object, or the range). The caller must consume or destroy it. */
+  body: Readable;
+  /** The object the bytes belong to: its full size and the version of these bytes. */
+  info: ObjectInfo;
+  /** The Content-Length the store declared for `body`. */
+  contentLength: number;
+  /** For a ranged read: the `Content-Range` header exactly as the store sent it. */
+  contentRange?: string | undefined;
+}
+
+/** One entry of `_history`: a version of a key, or a delete marker (`size === null`). */
+export interface VersionRecord {
+  key: string;
+  versionId: string;
+  /** Size in bytes; `null` for a delete marker. */
+  size: number | null;
+  /** True for the current (latest) version of the key. */
+  current: boolean;
+  etag?: string | undefined;
+  lastModified?: Date | undefined;
+}
+
+/** What `_put` writes from: a local file path, a Node stream, or bytes in memory. */
+export type PutSource = string | Readable | Uint8Array;
+
+/** Options of `_put`. */
+export interface PutOptions {
+  /** The source size in bytes, when known (lets a driver choose single-part or multipart). */
+  size?: number | undefined;
+  contentType?: string | undefined;
+  signal?: AbortSignal | undefined;
+  /** Called with the cumulative number of bytes sent. */
+  onProgress?: ((bytes: number) => void) | undefined;
+}
+
+/** Options shared by calls that take only a signal. */
+export interface SignalOptions {
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * How a driver's `_create` keeps "only if absent" on a given bucket:
+ * - `atomic`: the store's own conditional write (S3 `If-None-Match: *`, a local `link`).
+ * - `oldest-version-wins`: the store ignores the condition but keeps versions; the caller writes,
+ *   lists the key's versions, and the oldest version is the winner (see docs/commit-format.md).
+ * - `none`: neither; commits fail closed with a StoreError.
+ */
+export type CreateMode = 'atomic' | 'oldest-version-wins' | 'none';
+
+/** What a driver can do, for the base class and for the conformance suite. */
+export interface Capabilities {
+  /** The version primitives work (on buckets that keep versions). */
+  versions: boolean;
+  /** `_get` honours byte ranges. */
+  ranges: boolean;
+}

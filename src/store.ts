@@ -1,0 +1,67 @@
+/**
+ * {@link Store}: the abstract base of every store, holding the options all stores share.
+ *
+ * @module
+ */
+import { Cache } from './cache/cache.js';
+
+/** Progress of a long operation: cumulative bytes and files so far, and totals when known. */
+export interface Progress {
+  /** What is going on: `fetch`, `put`, `upload`, `read`, `branch`, ... */
+  operation: string;
+  /** The URI being worked on. */
+  uri: string;
+  bytes: number;
+  totalBytes?: number | undefined;
+  files?: number | undefined;
+  totalFiles?: number | undefined;
+}
+
+/** A progress callback; called often, so keep it cheap. */
+export type ProgressCallback = (progress: Progress) => void;
+
+/** The options every store takes. Driver options extend these. */
+export interface StoreOptions {
+  /** The cache, or its root directory. Default: `PROVCAT_CACHE_DIR`, else env-paths' cache dir. */
+  cache?: Cache | string | undefined;
+  /** No network call at all; see docs/guide.md#offline. Default: `PROVCAT_OFFLINE=1`. */
+  offline?: boolean | undefined;
+  /** Most transfers in flight in a folder fetch or a branch. Default 16. */
+  concurrency?: number | undefined;
+  /** Progress of long transfers. */
+  onProgress?: ProgressCallback | undefined;
+  /** Where debug messages go (default: `node:util` debuglog `provcat`). */
+  logger?: ((message: string) => void) | undefined;
+}
+
+/** True when `PROVCAT_OFFLINE` asks for offline mode. */
+export function offlineFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  const v = env.PROVCAT_OFFLINE;
+  return v !== undefined && v !== '' && v !== '0' && v.toLowerCase() !== 'false';
+}
+
+/** The abstract base of all stores. */
+export abstract class Store {
+  /** The local cache this store fetches into. */
+  readonly cache: Cache;
+  /** Offline mode: no network call at all. */
+  readonly offline: boolean;
+  /** Most transfers in flight for folder operations. */
+  readonly concurrency: number;
+  /** The progress callback, if any. */
+  readonly onProgress: ProgressCallback | undefined;
+  /** Debug logger. */
+  protected readonly log: (message: string) => void;
+
+  constructor(options: StoreOptions = {}) {
+    this.cache = options.cache instanceof Cache ? options.cache : new Cache({ root: options.cache });
+    this.offline = options.offline ?? offlineFromEnv();
+    const concurrency = options.concurrency ?? 16;
+    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) {
+      throw new RangeError(`concurrency must be an integer in 1..256, not ${concurrency}`);
+    }
+    this.concurrency = concurrency;
+    this.onProgress = options.onProgress;
+    this.log = options.logger ?? (() => {});
+  }
+}
