@@ -47,7 +47,10 @@ export class Exists extends ProvcatError {}
 export class StoreError extends ProvcatError {
   /** HTTP status (or the driver's equivalent) when the store gave one. */
   readonly status: number | undefined;
-  constructor(message: string, options: ProvcatErrorOptions & { status?: number | undefined } = {}) {
+  constructor(
+    message: string,
+    options: ProvcatErrorOptions & { status?: number | undefined } = {},
+  ) {
     super(message, options);
     this.status = options.status;
   }
@@ -99,6 +102,7 @@ export function exitCodeOf(error: unknown): number {
 /** True when `error` is an abort (an `AbortSignal` fired). */
 export function isAbort(error: unknown): boolean {
   return (
-    error instanceof Error && (error.name === 'AbortError' || (error as { code?: string }).code === 'ABORT_ERR')
+    error instanceof Error &&
+    (error.name === 'AbortError' || (error as { code?: string }).code === 'ABORT_ERR')
   );
 }

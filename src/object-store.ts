@@ -24,7 +24,7 @@ import type {
   VersionRecord,
 } from './driver.js';
 import { StoreError, UriError } from './errors.js';
-import { Store, type StoreOptions } from './store.js';
+import { Store } from './store.js';
 import type { Uri } from './uri.js';
 
 /** Where a URI points in a store. */
@@ -42,11 +42,6 @@ export abstract class ObjectStore extends Store {
   abstract readonly driver: string;
   /** What the driver can do. */
   abstract readonly capabilities: Capabilities;
-
-  // biome-ignore lint/complexity/noUselessConstructor: documents the shared options
-  constructor(options: StoreOptions = {}) {
-    super(options);
-  }
 
   /** The bucket and key a URI names. Throws {@link UriError} for another scheme. */
   locate(uri: Uri): Location {

@@ -54,7 +54,8 @@ export abstract class Store {
   protected readonly log: (message: string) => void;
 
   constructor(options: StoreOptions = {}) {
-    this.cache = options.cache instanceof Cache ? options.cache : new Cache({ root: options.cache });
+    this.cache =
+      options.cache instanceof Cache ? options.cache : new Cache({ root: options.cache });
     this.offline = options.offline ?? offlineFromEnv();
     const concurrency = options.concurrency ?? 16;
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) {

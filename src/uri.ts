@@ -62,7 +62,9 @@ export function encodeSegment(segment: string): string {
   let out = '';
   for (const ch of segment) {
     if (PLAIN.test(ch)) out += ch;
-    else for (const b of Buffer.from(ch, 'utf8')) out += `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+    else
+      for (const b of Buffer.from(ch, 'utf8'))
+        out += `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
   }
   return out;
 }
@@ -124,7 +126,8 @@ export class Uri {
   static parse(text: string): Uri {
     if (typeof text !== 'string') throw new UriError('a URI must be a string');
     const m = /^([^:/?#]+):\/\/([^/?#]*)(\/[^?#]*)?(\?[^#]*)?(#.*)?$/.exec(text);
-    if (!m) throw new UriError(`not a URI of the form scheme://bucket/key: '${text}'`, { uri: text });
+    if (!m)
+      throw new UriError(`not a URI of the form scheme://bucket/key: '${text}'`, { uri: text });
     const [, scheme = '', bucket = '', path = '', query, fragment] = m;
     if (!SCHEME.test(scheme)) throw new UriError(`bad scheme '${scheme}'`, { uri: text });
     if (fragment !== undefined) throw new UriError('a URI may not have a #fragment', { uri: text });

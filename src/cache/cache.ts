@@ -15,7 +15,9 @@ export interface CacheOptions {
 /** The default cache root: `PROVCAT_CACHE_DIR`, else env-paths('provcat').cache. */
 export function defaultCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
   const fromEnv = env.PROVCAT_CACHE_DIR;
-  return path.resolve(fromEnv && fromEnv !== '' ? fromEnv : envPaths('provcat', { suffix: '' }).cache);
+  return path.resolve(
+    fromEnv && fromEnv !== '' ? fromEnv : envPaths('provcat', { suffix: '' }).cache,
+  );
 }
 
 /** The local cache shared by every store (and every process) using the same root. */

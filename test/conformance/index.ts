@@ -1,0 +1,28 @@
+/**
+ * The conformance suite, run against every driver (`provcat/testing`).
+ *
+ * A driver's test file calls {@link conformance} once with a {@link ConformanceTarget}; the suite
+ * registers vitest `describe` blocks for the primitives, the store methods, the cache and fetch,
+ * and (when `flags.versions`) pin/commit/log/branch. Every test works under a random prefix.
+ *
+ * @module
+ */
+import { describe } from 'vitest';
+import { fetchSuite } from './fetch.js';
+import { primitivesSuite } from './primitives.js';
+import { storeSuite } from './store.js';
+import type { ConformanceTarget } from './target.js';
+import { versionsSuite } from './versions.js';
+
+export type { ConformanceFlags, ConformanceTarget } from './target.js';
+export { randomPrefix } from './target.js';
+
+/** Register the whole conformance suite for one driver. */
+export function conformance(target: ConformanceTarget): void {
+  describe(`conformance: ${target.name}`, () => {
+    primitivesSuite(target);
+    storeSuite(target);
+    fetchSuite(target);
+    versionsSuite(target);
+  });
+}
