@@ -27,4 +27,12 @@ export class Cache {
   constructor(options: CacheOptions = {}) {
     this.root = path.resolve(options.root ?? defaultCacheRoot());
   }
+
+  /**
+   * Where a verified commit object is kept once read: `commits/<scheme>/<bucket>/<id>.json`.
+   * Write it with writeFileAtomic (src/fs-atomic.ts) and re-hash it on every read.
+   */
+  commitPath(scheme: string, bucket: string, id: string): string {
+    return path.join(this.root, 'commits', scheme, bucket, `${id}.json`);
+  }
 }
