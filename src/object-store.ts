@@ -10,6 +10,10 @@
  *
  * @module
  */
+
+import { stat as fsStat } from 'node:fs/promises';
+import { minimatch } from 'minimatch';
+import { fetchUri } from './cache/fetch.js';
 import type {
   Capabilities,
   CreateMode,
@@ -23,9 +27,55 @@ import type {
   SignalOptions,
   VersionRecord,
 } from './driver.js';
-import { StoreError, UriError } from './errors.js';
-import { Store } from './store.js';
-import type { Uri } from './uri.js';
+import { type Entry, entryToJson } from './entry.js';
+import { NotFound, OfflineMiss, StoreError, UriError } from './errors.js';
+import { type ProgressCallback, Store } from './store.js';
+import { toUri, Uri } from './uri.js';
+
+/** Options of {@link ObjectStore.walk}. */
+export interface WalkOptions {
+  /** Keep only files whose path relative to the folder matches (minimatch, `dot: true`). */
+  include?: string | string[] | undefined;
+  /** Drop files whose relative path matches. */
+  exclude?: string | string[] | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** Options of {@link ObjectStore.fetch}. */
+export interface FetchOptions {
+  signal?: AbortSignal | undefined;
+  /** Progress of this fetch (in addition to the store's own callback). */
+  onProgress?: ProgressCallback | undefined;
+  /** Most downloads in flight (default: the store's concurrency, 16). */
+  concurrency?: number | undefined;
+}
+
+/** What {@link ObjectStore.fetch} returns. */
+export interface FetchResult {
+  /** The cached file, or the cached folder (a real directory whose paths equal the keys). */
+  path: string;
+  /** Files in the result. */
+  files: number;
+  /** Files actually transferred by this call (0 when everything was current). */
+  downloaded: number;
+  /** Bytes transferred by this call. */
+  bytes: number;
+}
+
+/** Options of {@link ObjectStore.put}. */
+export interface PutCallOptions {
+  contentType?: string | undefined;
+  signal?: AbortSignal | undefined;
+  onProgress?: ProgressCallback | undefined;
+}
+
+/** Options of calls that take only a signal. */
+export interface CallOptions {
+  signal?: AbortSignal | undefined;
+}
+
+/** The folder under which provcat keeps commits and logs; hidden from listings of the bucket. */
+export const META_PREFIX = '.provcat/';
 
 /** Where a URI points in a store. */
 export interface Location {
@@ -51,6 +101,220 @@ export abstract class ObjectStore extends Store {
       });
     }
     return { bucket: uri.bucket, key: uri.key };
+  }
+
+  // ---- the API, built once on the primitives -----------------------------------------------
+
+  /**
+   * One file or folder. A key with keys below it is a folder; a bucket always is. At
+   * `?at=version:` the version's metadata (cached after the first read, so it works offline);
+   * at `?at=commit:` the commit's manifest. Without `?at=`, offline mode raises `OfflineMiss`.
+   */
+  async stat(uri: Uri | string, options: CallOptions = {}): Promise<Entry> {
+    const u = toUri(uri);
+    const { bucket, key } = this.locate(u);
+    if (u.at) return this.statPinned(u, options);
+    this.online(u, 'stat');
+    const signal = options.signal;
+    if (u.isBucket) {
+      await this.firstPage(bucket, '', signal);
+      return folderEntry(u);
+    }
+    if (!u.isFolder) {
+      try {
+        return this.fileEntry(u, await this._head(bucket, key, { signal }));
+      } catch (error) {
+        if (!(error instanceof NotFound)) throw error;
+      }
+    }
+    const page = await this.firstPage(bucket, u.prefix, signal);
+    if (page.prefixes.length > 0 || page.objects.length > 0) return folderEntry(u.asFolder());
+    throw new NotFound(`no file or folder at ${u}`, { uri: u.toString() });
+  }
+
+  /**
+   * A folder one level deep: its files and sub-folders, in key order. `NotFound` for a file or
+   * nothing. Keys no URI can name raise `UriError` (never skipped). The bucket's `.provcat/`
+   * folder (commits and logs) is not listed.
+   */
+  async list(uri: Uri | string, options: CallOptions = {}): Promise<Entry[]> {
+    const u = toUri(uri);
+    const { bucket } = this.locate(u);
+    if (u.at) return this.listPinned(u, options);
+    this.online(u, 'list');
+    const folder = u.asFolder();
+    const prefix = folder.prefix;
+    const out: Entry[] = [];
+    let any = false;
+    for await (const page of this._pages(bucket, prefix, {
+      delimiter: '/',
+      signal: options.signal,
+    })) {
+      for (const p of page.prefixes) {
+        any = true;
+        if (prefix === '' && p === META_PREFIX) continue;
+        out.push(folderEntry(Uri.fromKey(this.scheme, bucket, p)));
+      }
+      for (const o of page.objects) {
+        any = true;
+        if (o.key === prefix || o.key.endsWith('/')) continue;
+        out.push(this.fileEntry(Uri.fromKey(this.scheme, bucket, o.key), o));
+      }
+    }
+    if (!any && !u.isBucket)
+      throw new NotFound(`no folder at ${folder}`, { uri: folder.toString() });
+    out.sort((a, b) => compareKeys(a.uri.key, b.uri.key));
+    return out;
+  }
+
+  /**
+   * Every file below a folder, at any depth, in key order, filtered by minimatch globs on the
+   * path relative to the folder. Folder markers (keys ending `/`) are left out; any other key no
+   * URI can name raises `UriError`, so a folder fetched from this listing is never short.
+   */
+  async walk(uri: Uri | string, options: WalkOptions = {}): Promise<Entry[]> {
+    const u = toUri(uri).asFolder();
+    this.locate(u);
+    const files = u.at ? await this.listPinnedFiles(u, options) : await this.listFiles(u, options);
+    const keep = globFilter(options);
+    return files.filter((e) => keep(u.relative(e.uri) ?? ''));
+  }
+
+  /**
+   * Copy a file or a whole folder into the cache, or find it there current, and return its
+   * local path. A folder is refetched from one listing: only files whose version changed are
+   * transferred, files deleted from the store leave the cache copy, and the copy is marked
+   * complete only after that. Offline, a URI without `?at=` gives what the cache holds at any
+   * version, or `OfflineMiss`; a pinned URI gives exactly the pinned bytes once fetched.
+   */
+  async fetch(uri: Uri | string, options: FetchOptions = {}): Promise<FetchResult> {
+    const u = toUri(uri);
+    this.locate(u);
+    return fetchUri(this, u, options);
+  }
+
+  /**
+   * Write one object from a local file path, a Node stream or bytes; returns the file written.
+   * A bucket, a folder URI, a pinned URI or a key under `.provcat/` is refused (`UriError`).
+   */
+  async put(uri: Uri | string, source: PutSource, options: PutCallOptions = {}): Promise<Entry> {
+    const u = toUri(uri);
+    const { bucket, key } = this.writable(u, 'put');
+    let size: number | undefined;
+    if (typeof source === 'string') size = (await fsStat(source)).size;
+    else if (source instanceof Uint8Array) size = source.byteLength;
+    const progress = this.progressFor('put', u, options.onProgress, size);
+    const info = await this._put(bucket, key, source, {
+      size,
+      contentType: options.contentType,
+      signal: options.signal,
+      onProgress: progress,
+    });
+    return this.fileEntry(u, info);
+  }
+
+  /** Delete one object. Same refusals as {@link put}; `NotFound` when there is none. */
+  async delete(uri: Uri | string, options: CallOptions = {}): Promise<void> {
+    const u = toUri(uri);
+    const { bucket, key } = this.writable(u, 'delete');
+    await this._delete(bucket, key, { signal: options.signal });
+  }
+
+  // ---- helpers of the API ------------------------------------------------------------------
+
+  /** Throw `OfflineMiss` when offline: the guard before every primitive call. */
+  online(uri: Uri, what: string): void {
+    if (this.offline) {
+      throw new OfflineMiss(
+        `offline: ${what} of ${uri} needs the store (pin it with ?at= to read it offline)`,
+        {
+          uri: uri.toString(),
+        },
+      );
+    }
+  }
+
+  /** The bucket and key of a URI that put/delete may write. */
+  private writable(u: Uri, what: string): { bucket: string; key: string } {
+    const loc = this.locate(u);
+    const refuse = (why: string) => new UriError(`${what}: ${why}: ${u}`, { uri: u.toString() });
+    if (u.at) throw refuse('a pinned URI (?at=) cannot be written');
+    if (u.isFolder) throw refuse('a folder or bucket is not an object');
+    if (`${loc.key}/`.startsWith(META_PREFIX))
+      throw refuse(`keys under ${META_PREFIX} belong to provcat`);
+    this.online(u, what);
+    return loc;
+  }
+
+  /** An Entry for a file from what the store said about it. */
+  fileEntry(uri: Uri, info: ObjectInfo): Entry {
+    return {
+      uri,
+      kind: 'file',
+      size: info.size,
+      version: info.version,
+      versionId: info.versionId,
+      etag: info.etag,
+    };
+  }
+
+  /** The first page of a one-level listing (or an empty one). */
+  private async firstPage(bucket: string, prefix: string, signal?: AbortSignal): Promise<ListPage> {
+    for await (const page of this._pages(bucket, prefix, { delimiter: '/', limit: 2, signal })) {
+      const objects = page.objects.filter((o) => o.key !== prefix);
+      if (page.prefixes.length > 0 || objects.length > 0)
+        return { prefixes: page.prefixes, objects };
+    }
+    return { prefixes: [], objects: [] };
+  }
+
+  /**
+   * Every object below a folder from one flat listing, as file entries (markers left out,
+   * unnameable keys refused, the bucket's `.provcat/` left out).
+   */
+  async listFiles(folder: Uri, options: CallOptions = {}): Promise<Entry[]> {
+    this.online(folder, 'walk');
+    const { bucket } = this.locate(folder);
+    const prefix = folder.prefix;
+    const out: Entry[] = [];
+    for await (const page of this._pages(bucket, prefix, { signal: options.signal })) {
+      for (const o of page.objects) {
+        if (o.key.endsWith('/')) continue;
+        if (prefix === '' && o.key.startsWith(META_PREFIX)) continue;
+        out.push(this.fileEntry(Uri.fromKey(this.scheme, bucket, o.key), o));
+      }
+    }
+    return out;
+  }
+
+  /** A progress callback for one transfer that reports to the store's and the call's callbacks. */
+  progressFor(
+    operation: string,
+    uri: Uri,
+    extra: ProgressCallback | undefined,
+    totalBytes: number | undefined,
+  ): ((bytes: number) => void) | undefined {
+    const sinks = [this.onProgress, extra].filter((f): f is ProgressCallback => f !== undefined);
+    if (sinks.length === 0) return undefined;
+    const text = uri.toString();
+    return (bytes) => {
+      for (const sink of sinks) sink({ operation, uri: text, bytes, totalBytes });
+    };
+  }
+
+  /** `stat` at `?at=`. */
+  private async statPinned(u: Uri, _options: CallOptions): Promise<Entry> {
+    throw new StoreError(`reading at ?at= is not available yet: ${u}`);
+  }
+
+  /** `list` at `?at=commit:`. */
+  private async listPinned(u: Uri, _options: CallOptions): Promise<Entry[]> {
+    throw new StoreError(`reading at ?at= is not available yet: ${u}`);
+  }
+
+  /** Every file below a folder at `?at=commit:`. */
+  private async listPinnedFiles(u: Uri, _options: CallOptions): Promise<Entry[]> {
+    throw new StoreError(`reading at ?at= is not available yet: ${u}`);
   }
 
   // ---- core primitives -------------------------------------------------------------------
@@ -154,3 +418,29 @@ export abstract class ObjectStore extends Store {
     return new StoreError(`the ${this.driver} driver keeps no versions`);
   }
 }
+
+/** A folder entry. */
+function folderEntry(uri: Uri): Entry {
+  return { uri, kind: 'folder', size: null, version: null };
+}
+
+/** Compare keys in UTF-8 byte order (the order of S3 listings). */
+export function compareKeys(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+/** A predicate on relative paths from include/exclude globs. */
+function globFilter(options: WalkOptions): (rel: string) => boolean {
+  const inc = toList(options.include);
+  const exc = toList(options.exclude);
+  if (inc.length === 0 && exc.length === 0) return () => true;
+  return (rel) =>
+    (inc.length === 0 || inc.some((g) => minimatch(rel, g, { dot: true }))) &&
+    !exc.some((g) => minimatch(rel, g, { dot: true }));
+}
+
+function toList(v: string | string[] | undefined): string[] {
+  return v === undefined ? [] : Array.isArray(v) ? v : [v];
+}
+
+export { entryToJson };

@@ -1,10 +1,57 @@
 /**
- * The local cache (being written; see docs/cache.md).
+ * The local cache: complete-or-absent files keyed by URI and version, shared by every process
+ * that uses the same root.
+ *
+ * Layout (version 1; see docs/cache.md):
+ *
+ * ```
+ * <root>/v1/
+ *   blobs/<scheme>/<bucket>/<aa>/<sha256(key, version)>   the bytes of one version; read-only
+ *   tree/<scheme>/<bucket>/<key...>                        folder fetches: a real directory tree
+ *   file/<scheme>/<bucket>/<h>/<name>                      single-file fetches (h: key hash)
+ *   pin/<scheme>/<bucket>/<h>/<name>                       a file at ?at=version: (h: key+version)
+ *   commit/<scheme>/<bucket>/<commit id>/<rel...>          a folder at ?at=commit:
+ *   state/<h>.json                                         what a view holds; `done` marks it complete
+ *   locks/<h>                                              one fetch of a view at a time
+ *   meta/<scheme>/<bucket>/<h>.json                        size/etag of a pinned version, for offline stat
+ * <root>/commits/<scheme>/<bucket>/<id>.json             verified commit objects
+ * ```
+ *
+ * Bytes are downloaded once per version into `blobs/` (temp file, fsync, rename: a killed
+ * download leaves only a `.tmp-` file that nothing reads) and every view is a hard link to its
+ * blob, so many commits of one folder share bytes on disk and every returned path is a real file.
+ * A view records in its state file the version and inode of each file it linked; a refetch
+ * compares that with one listing and one `lstat` per file, never a HEAD per file.
+ *
+ * Key names are checked before any path is built: every segment is URI-nameable (no `..`, no
+ * empty segment, no NUL), so no key can produce a path outside the root.
  *
  * @module
  */
+import { createHash } from 'node:crypto';
+import { constants as fsc } from 'node:fs';
+import {
+  chmod,
+  copyFile,
+  link,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  rmdir,
+  stat,
+} from 'node:fs/promises';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import envPaths from 'env-paths';
+import lockfile from 'proper-lockfile';
+import { StoreError, UriError } from '../errors.js';
+import { fsyncDir, TEMP_PREFIX, tempPathFor, writeFileAtomic } from '../fs-atomic.js';
+import { segmentProblem } from '../uri.js';
 
 /** Options of {@link Cache}. */
 export interface CacheOptions {
@@ -20,12 +67,46 @@ export function defaultCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
   );
 }
 
+/** What a view (a fetched file or folder) holds: per relative path, `[version, inode, size]`. */
+export interface ViewState {
+  /** The URI the view was fetched for. */
+  uri: string;
+  /** True once every file is current and every deleted object is gone. */
+  done: boolean;
+  files: Record<string, [version: string, ino: number, size: number]>;
+}
+
+/** The metadata of one pinned version, kept for offline `stat`. */
+export interface VersionMeta {
+  key: string;
+  versionId: string;
+  size: number;
+  etag?: string | undefined;
+}
+
+/** Summary of the cache, for `provcat cache info`. */
+export interface CacheInfo {
+  root: string;
+  blobs: number;
+  bytes: number;
+}
+
+const LAYOUT = 'v1';
+
+/** sha256 hex of the parts joined by NUL. */
+export function hashOf(...parts: string[]): string {
+  return createHash('sha256').update(parts.join('\0')).digest('hex');
+}
+
 /** The local cache shared by every store (and every process) using the same root. */
 export class Cache {
   /** The absolute root directory. */
   readonly root: string;
+  private readonly base: string;
+
   constructor(options: CacheOptions = {}) {
     this.root = path.resolve(options.root ?? defaultCacheRoot());
+    this.base = path.join(this.root, LAYOUT);
   }
 
   /**
@@ -33,6 +114,317 @@ export class Cache {
    * Write it with writeFileAtomic (src/fs-atomic.ts) and re-hash it on every read.
    */
   commitPath(scheme: string, bucket: string, id: string): string {
-    return path.join(this.root, 'commits', scheme, bucket, `${id}.json`);
+    return path.join(this.root, 'commits', safeName(scheme), safeName(bucket), `${id}.json`);
   }
+
+  /** The blob holding `key` at `identity` (a version ID, or `v:` + a version). */
+  blobPath(scheme: string, bucket: string, key: string, identity: string): string {
+    const h = hashOf(scheme, bucket, key, identity);
+    return path.join(this.base, 'blobs', safeName(scheme), safeName(bucket), h.slice(0, 2), h);
+  }
+
+  /** The directory of a folder fetch of `folderKey` (`''` for the bucket, else `a/b/`). */
+  treePath(scheme: string, bucket: string, folderKey: string): string {
+    return this.under(path.join(this.base, 'tree', safeName(scheme), safeName(bucket)), folderKey);
+  }
+
+  /** Where a single-file fetch of `key` lives (stable across versions). */
+  filePath(scheme: string, bucket: string, key: string): string {
+    const h = hashOf(scheme, bucket, key).slice(0, 32);
+    return this.namedIn(path.join(this.base, 'file', safeName(scheme), safeName(bucket), h), key);
+  }
+
+  /** Where `key` at `?at=version:versionId` lives (immutable). */
+  pinPath(scheme: string, bucket: string, key: string, versionId: string): string {
+    const h = hashOf(scheme, bucket, key, versionId).slice(0, 32);
+    return this.namedIn(path.join(this.base, 'pin', safeName(scheme), safeName(bucket), h), key);
+  }
+
+  /** The directory of a commit's files; `rel` (relative to the committed folder) below it. */
+  commitTreePath(scheme: string, bucket: string, commitId: string, rel: string): string {
+    return this.under(
+      path.join(this.base, 'commit', safeName(scheme), safeName(bucket), safeName(commitId)),
+      rel,
+    );
+  }
+
+  /** The state file of a view named by `viewId` (a URI string). */
+  statePath(viewId: string): string {
+    return path.join(this.base, 'state', `${hashOf(viewId)}.json`);
+  }
+
+  /** Read a view's state, or `undefined` when there is none (or it is unreadable). */
+  async readState(viewId: string): Promise<ViewState | undefined> {
+    let text: string;
+    try {
+      text = await readFile(this.statePath(viewId), 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+    try {
+      const state = JSON.parse(text) as ViewState;
+      return state.uri === viewId && typeof state.files === 'object' ? state : undefined;
+    } catch {
+      // A state file is written atomically, so a torn one cannot exist; an unparsable one was
+      // written by something else and is ignored (the view is then refetched, never trusted).
+      return undefined;
+    }
+  }
+
+  /** Write a view's state atomically. */
+  async writeState(state: ViewState): Promise<void> {
+    await writeFileAtomic(this.statePath(state.uri), JSON.stringify(state));
+  }
+
+  /** Remove a view's state (its `done` mark) before changing the view. */
+  async clearState(viewId: string): Promise<void> {
+    await rm(this.statePath(viewId), { force: true });
+  }
+
+  /** The metadata file of a pinned version. */
+  private metaPath(scheme: string, bucket: string, key: string, versionId: string): string {
+    const h = hashOf(scheme, bucket, key, versionId);
+    return path.join(this.base, 'meta', safeName(scheme), safeName(bucket), `${h}.json`);
+  }
+
+  /** Remember what a pinned version is (size, etag), so `stat` at it works offline. */
+  async writeVersionMeta(scheme: string, bucket: string, meta: VersionMeta): Promise<void> {
+    await writeFileAtomic(
+      this.metaPath(scheme, bucket, meta.key, meta.versionId),
+      JSON.stringify(meta),
+    );
+  }
+
+  /** What {@link writeVersionMeta} recorded, or `undefined`. */
+  async readVersionMeta(
+    scheme: string,
+    bucket: string,
+    key: string,
+    versionId: string,
+  ): Promise<VersionMeta | undefined> {
+    try {
+      const text = await readFile(this.metaPath(scheme, bucket, key, versionId), 'utf8');
+      const meta = JSON.parse(text) as VersionMeta;
+      return meta.key === key && meta.versionId === versionId ? meta : undefined;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Hold the lock of a view while `fn` runs. The lock is a directory whose mtime the holder
+   * refreshes; a holder that was killed stops refreshing and its lock goes stale after a few
+   * seconds, so a crashed fetch never blocks the cache for good.
+   */
+  async withLock<T>(viewId: string, fn: () => Promise<T>): Promise<T> {
+    const target = path.join(this.base, 'locks', hashOf(viewId));
+    await mkdir(path.dirname(target), { recursive: true });
+    let compromised: Error | undefined;
+    const release = await lockfile.lock(target, {
+      realpath: false,
+      stale: 5000,
+      update: 1000,
+      retries: { retries: 100_000, factor: 1.2, minTimeout: 20, maxTimeout: 250 },
+      onCompromised: (error) => {
+        compromised = error;
+      },
+    });
+    try {
+      return await fn();
+    } finally {
+      if (!compromised) await release().catch(() => {});
+    }
+  }
+
+  /**
+   * Download `body` into the blob for (`key`, `identity`): temp file, fsync, rename. The blob
+   * appears only complete; `expectedSize` guards against a body cut short. Returns the blob path.
+   */
+  async installBlob(
+    blob: string,
+    body: Readable,
+    expectedSize: number,
+    onBytes?: (n: number) => void,
+    signal?: AbortSignal,
+  ): Promise<string> {
+    await mkdir(path.dirname(blob), { recursive: true });
+    const temp = tempPathFor(blob);
+    const handle = await open(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o644);
+    let written = 0;
+    try {
+      const out = handle.createWriteStream({ autoClose: false });
+      body.on('data', (chunk: Buffer) => {
+        written += chunk.length;
+        onBytes?.(chunk.length);
+      });
+      await pipeline(body, out, signal ? { signal } : {});
+      if (written !== expectedSize) {
+        throw new StoreError(
+          `download ended after ${written} of ${expectedSize} bytes; nothing was cached`,
+        );
+      }
+      await handle.sync();
+    } catch (error) {
+      await handle.close().catch(() => {});
+      await rm(temp, { force: true });
+      body.destroy();
+      throw error;
+    }
+    await handle.close();
+    await chmod(temp, 0o444);
+    await rename(temp, blob);
+    return blob;
+  }
+
+  /** True when the blob exists (blobs only ever appear complete). */
+  async hasBlob(blob: string): Promise<number | undefined> {
+    try {
+      return (await stat(blob)).ino;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
+  /**
+   * Make `dest` a link to `blob`, atomically replacing what was there (link to a temp name,
+   * rename over). Falls back to a copy where hard links are not allowed. Returns the inode.
+   */
+  async linkInto(blob: string, dest: string): Promise<number> {
+    await this.ensureDir(path.dirname(dest));
+    const temp = tempPathFor(dest);
+    try {
+      await link(blob, temp);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EXDEV' && code !== 'EPERM' && code !== 'EMLINK') throw error;
+      await copyFile(blob, temp);
+    }
+    try {
+      await rename(temp, dest);
+    } catch (error) {
+      await rm(temp, { force: true });
+      if ((error as NodeJS.ErrnoException).code === 'EISDIR') {
+        throw new StoreError(`a folder is in the way of file ${dest} in the cache`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+    return (await lstat(dest)).ino;
+  }
+
+  /** mkdir -p, where a stale file in the way (an object since replaced by a folder) is removed. */
+  async ensureDir(dir: string): Promise<void> {
+    try {
+      await mkdir(dir, { recursive: true });
+    } catch (error) {
+      if (
+        (error as NodeJS.ErrnoException).code !== 'ENOTDIR' &&
+        (error as NodeJS.ErrnoException).code !== 'EEXIST'
+      )
+        throw error;
+      // Walk down from the root of the view, replacing the first file found by a folder.
+      const rel = path.relative(this.base, dir).split(path.sep);
+      let cur = this.base;
+      for (const part of rel) {
+        cur = path.join(cur, part);
+        const st = await lstat(cur).catch(() => undefined);
+        if (st && !st.isDirectory()) await rm(cur, { force: true });
+      }
+      await mkdir(dir, { recursive: true });
+    }
+  }
+
+  /**
+   * Delete every file below `dir` that `keep` does not name (relative paths with `/`), and the
+   * folders left empty. Leftover temp files of killed fetches go too. Returns how many went.
+   */
+  async prune(dir: string, keep: Set<string>): Promise<number> {
+    let entries: { name: string; parentPath: string; isDirectory(): boolean }[];
+    try {
+      entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+      throw error;
+    }
+    let removed = 0;
+    const dirs: string[] = [];
+    for (const e of entries) {
+      const full = path.join(e.parentPath, e.name);
+      if (e.isDirectory()) {
+        dirs.push(full);
+        continue;
+      }
+      const rel = path.relative(dir, full).split(path.sep).join('/');
+      if (!keep.has(rel)) {
+        await rm(full, { force: true });
+        removed++;
+      }
+    }
+    // Deepest first, so parents empty out after their children.
+    dirs.sort((a, b) => b.length - a.length);
+    for (const d of dirs) {
+      await rmdir(d).catch(() => {});
+    }
+    return removed;
+  }
+
+  /** Make `dir` durable after renames into it. */
+  async syncDir(dir: string): Promise<void> {
+    await fsyncDir(dir).catch(() => {});
+  }
+
+  /** Count the blobs and their bytes. */
+  async info(): Promise<CacheInfo> {
+    const dir = path.join(this.base, 'blobs');
+    let blobs = 0;
+    let bytes = 0;
+    let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
+    try {
+      entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+    for (const e of entries) {
+      if (!e.isFile() || e.name.startsWith(TEMP_PREFIX)) continue;
+      blobs++;
+      bytes += (await stat(path.join(e.parentPath, e.name))).size;
+    }
+    return { root: this.root, blobs, bytes };
+  }
+
+  /** `dir` joined with a relative key whose segments are checked first. */
+  private under(dir: string, relKey: string): string {
+    const segments = relKey.split('/').filter((s, i, all) => !(s === '' && i === all.length - 1));
+    if (relKey === '') return dir;
+    for (const s of segments) checkSegment(s, relKey);
+    return path.join(dir, ...segments);
+  }
+
+  /** `dir/<last segment of key>`, the last segment checked. */
+  private namedIn(dir: string, key: string): string {
+    const name = key.slice(key.lastIndexOf('/') + 1);
+    checkSegment(name, key);
+    return path.join(dir, name);
+  }
+}
+
+/** Throw unless `segment` is a safe single path component (see src/uri.ts). */
+function checkSegment(segment: string, key: string): void {
+  const problem = segmentProblem(segment);
+  if (problem) throw new UriError(`key ${JSON.stringify(key)} cannot be cached: ${problem}`);
+  if (Buffer.byteLength(segment) > 255) {
+    throw new StoreError(
+      `key ${JSON.stringify(key)}: a name over 255 bytes cannot be a local file`,
+    );
+  }
+}
+
+/** A scheme, bucket or ID used as one path component: must be one safe segment. */
+function safeName(name: string): string {
+  checkSegment(name, name);
+  return name;
 }

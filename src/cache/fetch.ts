@@ -1,0 +1,357 @@
+/**
+ * Fetching into the cache: the logic behind `ObjectStore.fetch`, written once for every driver.
+ *
+ * - A folder is fetched from ONE flat listing. Each file's state (version, inode, size) from the
+ *   previous fetch is compared with the listing and one local `lstat`; only changed files are
+ *   transferred, files deleted from the store are removed from the copy, and only then is the
+ *   copy marked done. Its done mark is removed before the first change, so a fetch killed
+ *   halfway is never taken as complete.
+ * - Bytes land in a blob per (key, version) through temp + fsync + rename; views are hard links.
+ * - One fetch of a view at a time across processes (a lock that goes stale if its holder dies).
+ * - Offline, nothing but the cache is read.
+ *
+ * @module
+ */
+import { lstatSync } from 'node:fs';
+import { lstat } from 'node:fs/promises';
+import { forEachLimit } from '../concurrency.js';
+import type { GetResult, ObjectInfo } from '../driver.js';
+import { NotFound, OfflineMiss, StoreError } from '../errors.js';
+import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
+import type { Uri } from '../uri.js';
+import type { ViewState } from './cache.js';
+import { fetchCommit } from './fetch-commit.js';
+
+/** Dispatch a fetch by the kind of URI. */
+export async function fetchUri(
+  store: ObjectStore,
+  u: Uri,
+  options: FetchOptions,
+): Promise<FetchResult> {
+  if (u.at?.kind === 'version') return fetchVersion(store, u, u.at.id, options);
+  if (u.at?.kind === 'commit') return fetchCommit(store, u, u.at.id, options);
+  if (u.isFolder) return fetchFolder(store, u, options);
+  if (store.offline) return offlineFile(store, u);
+  const { bucket, key } = store.locate(u);
+  let info: ObjectInfo;
+  try {
+    info = await store._head(bucket, key, { signal: options.signal });
+  } catch (error) {
+    if (!(error instanceof NotFound)) throw error;
+    // No object: it may be a folder named without its trailing '/'.
+    return fetchFolder(store, u.asFolder(), options);
+  }
+  return fetchFile(store, u, info, options);
+}
+
+/** The identity a blob is stored under: the version ID when known, else the version. */
+export function blobIdentity(info: ObjectInfo): string {
+  return info.versionId ?? `v:${info.version}`;
+}
+
+/** Shared progress bookkeeping of one fetch. */
+export class Transfer {
+  bytes = 0;
+  files = 0;
+  private readonly report: ((bytes: number) => void) | undefined;
+  constructor(
+    store: ObjectStore,
+    uri: Uri,
+    options: FetchOptions,
+    readonly totalBytes: number,
+    readonly totalFiles: number,
+  ) {
+    const sinks = [store.onProgress, options.onProgress].filter((f) => f !== undefined);
+    const text = uri.toString();
+    this.report =
+      sinks.length === 0
+        ? undefined
+        : (bytes) => {
+            for (const sink of sinks) {
+              sink({
+                operation: 'fetch',
+                uri: text,
+                bytes,
+                totalBytes: this.totalBytes,
+                files: this.files,
+                totalFiles: this.totalFiles,
+              });
+            }
+          };
+  }
+  add = (n: number): void => {
+    this.bytes += n;
+    this.report?.(this.bytes);
+  };
+  fileDone(): void {
+    this.files++;
+    this.report?.(this.bytes);
+  }
+}
+
+/**
+ * Download a GET response into its blob unless that blob is already there. Returns the blob
+ * path, whether bytes moved, and what the store said of the bytes.
+ */
+export async function downloadBlob(
+  store: ObjectStore,
+  bucket: string,
+  key: string,
+  open: () => Promise<GetResult>,
+  transfer: Transfer,
+  signal: AbortSignal | undefined,
+): Promise<{ blob: string; info: ObjectInfo }> {
+  const res = await open();
+  const blob = store.cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
+  await store.cache.installBlob(blob, res.body, res.contentLength, transfer.add, signal);
+  return { blob, info: res.info };
+}
+
+/** Fetch one file (no pin) given its HEAD. */
+async function fetchFile(
+  store: ObjectStore,
+  u: Uri,
+  info: ObjectInfo,
+  options: FetchOptions,
+): Promise<FetchResult> {
+  const { cache } = store;
+  const { bucket, key } = store.locate(u);
+  const viewId = `file:${u}`;
+  const dest = cache.filePath(store.scheme, bucket, key);
+  return cache.withLock(viewId, async () => {
+    const state = await cache.readState(viewId);
+    const cur = state?.files[''];
+    if (state?.done && cur && cur[0] === info.version && (await sameFile(dest, cur))) {
+      return { path: dest, files: 1, downloaded: 0, bytes: 0 };
+    }
+    const transfer = new Transfer(store, u, options, info.size, 1);
+    let blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(info));
+    let got = info;
+    let downloaded = 0;
+    if ((await cache.hasBlob(blob)) === undefined) {
+      ({ blob, info: got } = await downloadBlob(
+        store,
+        bucket,
+        key,
+        () => store._get(bucket, key, { signal: options.signal }),
+        transfer,
+        options.signal,
+      ));
+      downloaded = 1;
+    }
+    const ino = await cache.linkInto(blob, dest);
+    transfer.fileDone();
+    await cache.writeState({
+      uri: viewId,
+      done: true,
+      files: { '': [got.version, ino, got.size] },
+    });
+    return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
+  });
+}
+
+/** True when `dest` is still the file a state recorded (same inode and size). */
+async function sameFile(dest: string, cur: [string, number, number]): Promise<boolean> {
+  const st = await lstat(dest).catch(() => undefined);
+  return st !== undefined && st.isFile() && st.ino === cur[1] && st.size === cur[2];
+}
+
+/**
+ * Refuse a file list that cannot be a faithful directory: names that one disk would store as one
+ * (`Dir/a` vs `dir/a`, or two Unicode spellings of one name), and a key that is both a file and
+ * a folder (`a` and `a/b`).
+ */
+export function checkDiskNames(rels: string[], where: Uri): void {
+  const folded = new Map<string, string>();
+  const files = new Set(rels);
+  for (const rel of rels) {
+    const f = rel.normalize('NFC').toLowerCase();
+    const other = folded.get(f);
+    if (other !== undefined && other !== rel) {
+      throw new StoreError(
+        `${where}: '${other}' and '${rel}' would be one file on a case-insensitive disk; refusing to fetch`,
+        { uri: where.toString() },
+      );
+    }
+    folded.set(f, rel);
+    for (let i = rel.indexOf('/'); i >= 0; i = rel.indexOf('/', i + 1)) {
+      const dir = rel.slice(0, i);
+      if (files.has(dir)) {
+        throw new StoreError(
+          `${where}: '${dir}' is both a file and a folder; one disk cannot hold both`,
+          { uri: where.toString() },
+        );
+      }
+    }
+  }
+}
+
+/** Fetch a folder (no pin). */
+async function fetchFolder(
+  store: ObjectStore,
+  u: Uri,
+  options: FetchOptions,
+): Promise<FetchResult> {
+  const { cache } = store;
+  const { bucket } = store.locate(u);
+  const dir = cache.treePath(store.scheme, bucket, u.prefix);
+  const viewId = `tree:${u}`;
+  if (store.offline) return offlineFolder(store, u, dir);
+  return cache.withLock(viewId, async () => {
+    const entries = await store.listFiles(u, { signal: options.signal });
+    const rels = entries.map((e) => u.relative(e.uri) as string);
+    checkDiskNames(rels, u);
+    const state = await cache.readState(viewId);
+    if (entries.length === 0 && !u.isBucket) {
+      // Gone from the store: so is the cache copy.
+      if (state) await cache.clearState(viewId);
+      await cache.prune(dir, new Set());
+      throw new NotFound(`no folder at ${u}`, { uri: u.toString() });
+    }
+    const files: ViewState['files'] = {};
+    const todo: number[] = [];
+    entries.forEach((e, i) => {
+      const rel = rels[i] as string;
+      const cur = state?.files[rel];
+      if (cur && cur[0] === e.version) {
+        const st = statOrUndefined(`${dir}/${rel}`);
+        if (st && st.isFile() && st.ino === cur[1] && st.size === cur[2]) {
+          files[rel] = cur;
+          return;
+        }
+      }
+      todo.push(i);
+    });
+    if (state?.done && (todo.length > 0 || Object.keys(state.files).length !== entries.length)) {
+      await cache.clearState(viewId);
+    }
+    const totalBytes = todo.reduce((n, i) => n + ((entries[i]?.size as number) ?? 0), 0);
+    const transfer = new Transfer(store, u, options, totalBytes, todo.length);
+    let downloaded = 0;
+    await forEachLimit(
+      todo,
+      options.concurrency ?? store.concurrency,
+      async (i, signal) => {
+        const e = entries[i];
+        const rel = rels[i];
+        if (!e || rel === undefined) return;
+        const key = e.uri.key;
+        const listed: ObjectInfo = {
+          key,
+          size: e.size ?? 0,
+          version: e.version ?? '',
+          versionId: e.versionId,
+        };
+        let blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(listed));
+        let got = listed;
+        if ((await cache.hasBlob(blob)) === undefined) {
+          ({ blob, info: got } = await downloadBlob(
+            store,
+            bucket,
+            key,
+            () => store._get(bucket, key, { signal }),
+            transfer,
+            signal,
+          ));
+          downloaded++;
+        }
+        files[rel] = [got.version, await cache.linkInto(blob, `${dir}/${rel}`), got.size];
+        transfer.fileDone();
+      },
+      options.signal,
+    );
+    await cache.prune(dir, new Set(rels));
+    await cache.syncDir(dir);
+    await cache.writeState({ uri: viewId, done: true, files });
+    return { path: dir, files: entries.length, downloaded, bytes: transfer.bytes };
+  });
+}
+
+function statOrUndefined(p: string): ReturnType<typeof lstatSync> | undefined {
+  try {
+    return lstatSync(p);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Offline folder fetch: the folder's own complete copy, or one of a folder above it. */
+async function offlineFolder(store: ObjectStore, u: Uri, dir: string): Promise<FetchResult> {
+  for (let f: Uri = u; ; f = f.parent()) {
+    const state = await store.cache.readState(`tree:${f}`);
+    if (state?.done) {
+      const rel = f.relative(u) ?? '';
+      const count = Object.keys(state.files).filter((k) => k.startsWith(rel)).length;
+      if (count > 0 || u.isBucket) return { path: dir, files: count, downloaded: 0, bytes: 0 };
+    }
+    if (f.isBucket) break;
+  }
+  throw new OfflineMiss(`offline, and ${u} was never fetched completely into the cache`, {
+    uri: u.toString(),
+  });
+}
+
+/** Offline file fetch: its own cached copy, or the copy inside a fetched folder. */
+async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
+  const { cache } = store;
+  const { bucket, key } = store.locate(u);
+  const own = await cache.readState(`file:${u}`);
+  const cur = own?.files[''];
+  const dest = cache.filePath(store.scheme, bucket, key);
+  if (own?.done && cur && (await sameFile(dest, cur))) {
+    return { path: dest, files: 1, downloaded: 0, bytes: 0 };
+  }
+  for (let f = u.parent(); ; f = f.parent()) {
+    const state = await cache.readState(`tree:${f}`);
+    const rel = f.relative(u) ?? '';
+    const entry = state?.files[rel];
+    const inTree = `${cache.treePath(store.scheme, bucket, f.prefix)}/${rel}`;
+    if (state?.done && entry && (await lstat(inTree).catch(() => undefined))?.isFile()) {
+      return { path: inTree, files: 1, downloaded: 0, bytes: 0 };
+    }
+    if (f.isBucket) break;
+  }
+  // Maybe it is a folder named without its '/'.
+  try {
+    return await offlineFolder(
+      store,
+      u.asFolder(),
+      cache.treePath(store.scheme, bucket, `${key}/`),
+    );
+  } catch {
+    throw new OfflineMiss(`offline, and ${u} is not in the cache`, { uri: u.toString() });
+  }
+}
+
+/** Fetch one file at `?at=version:ID` (immutable: once cached, never fetched again). */
+async function fetchVersion(
+  store: ObjectStore,
+  u: Uri,
+  versionId: string,
+  options: FetchOptions,
+): Promise<FetchResult> {
+  const { cache } = store;
+  const { bucket, key } = store.locate(u);
+  const dest = cache.pinPath(store.scheme, bucket, key, versionId);
+  if ((await lstat(dest).catch(() => undefined))?.isFile()) {
+    return { path: dest, files: 1, downloaded: 0, bytes: 0 };
+  }
+  const blob = cache.blobPath(store.scheme, bucket, key, versionId);
+  const transfer = new Transfer(store, u, options, 0, 1);
+  let downloaded = 0;
+  if ((await cache.hasBlob(blob)) === undefined) {
+    store.online(u, 'fetch');
+    const res = await store._getVersion(bucket, key, versionId, { signal: options.signal });
+    await cache.installBlob(blob, res.body, res.contentLength, transfer.add, options.signal);
+    await cache.writeVersionMeta(store.scheme, bucket, {
+      key,
+      versionId,
+      size: res.info.size,
+      etag: res.info.etag,
+    });
+    downloaded = 1;
+  }
+  await cache.linkInto(blob, dest);
+  transfer.fileDone();
+  return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
+}

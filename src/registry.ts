@@ -1,0 +1,60 @@
+/**
+ * One entry point that picks the store for a URI's scheme: {@link storeFor}.
+ *
+ * Drivers register a factory per scheme. The built-in drivers (`local`, `s3`) are registered
+ * lazily: their modules (and cloud SDKs) load only when a URI of that scheme is first used, so
+ * commands that need no network never load an SDK. Third-party drivers call
+ * {@link registerDriver}.
+ *
+ * @module
+ */
+import { UriError } from './errors.js';
+import type { ObjectStore } from './object-store.js';
+import type { StoreOptions } from './store.js';
+import { toUri, type Uri } from './uri.js';
+
+/** Makes a store for one scheme from the shared options (and driver options, e.g. an SDK client). */
+export type DriverFactory = (
+  options: StoreOptions & Record<string, unknown>,
+) => Promise<ObjectStore>;
+
+const factories = new Map<string, DriverFactory>();
+
+/** Register (or replace) the driver for `scheme`. */
+export function registerDriver(scheme: string, factory: DriverFactory): void {
+  factories.set(scheme, factory);
+}
+
+/** The schemes with a registered driver. */
+export function registeredSchemes(): string[] {
+  return [...factories.keys()].sort();
+}
+
+registerDriver('local', async (options) => {
+  const { LocalStore } = await import('../drivers/local/index.js');
+  return new LocalStore(options);
+});
+registerDriver('s3', async (options) => {
+  const { S3Store } = await import('../drivers/s3/index.js');
+  return new S3Store(options);
+});
+
+/**
+ * The store for a URI's scheme. `options` go to the driver: the shared {@link StoreOptions}
+ * (cache, offline, concurrency, progress) plus driver options such as an injected SDK `client`.
+ * Throws {@link UriError} for a scheme no driver serves.
+ */
+export async function storeFor(
+  uri: Uri | string,
+  options: StoreOptions & Record<string, unknown> = {},
+): Promise<ObjectStore> {
+  const parsed = toUri(uri);
+  const factory = factories.get(parsed.scheme);
+  if (!factory) {
+    throw new UriError(
+      `no driver for ${parsed.scheme}:// (known: ${registeredSchemes().join(', ')})`,
+      { uri: parsed.toString() },
+    );
+  }
+  return factory(options);
+}
