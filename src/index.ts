@@ -56,4 +56,4 @@ export {
   Store,
   type StoreOptions,
 } from './store.js';
-export { type At, Uri, toUri } from './uri.js';
+export { type At, toUri, Uri } from './uri.js';

@@ -413,6 +413,14 @@ export abstract class ObjectStore extends Store {
     return this.capabilities.versions ? 'atomic' : 'none';
   }
 
+  /**
+   * Create a bucket (idempotent where the store allows), with versioning when asked. Drivers
+   * that can make buckets override this; the default refuses.
+   */
+  async makeBucket(bucket: string, _options: { versioning?: boolean } = {}): Promise<void> {
+    throw new StoreError(`the ${this.driver} driver cannot create buckets (${bucket})`);
+  }
+
   /** The StoreError a driver without versions raises from the version primitives. */
   protected noVersions(): StoreError {
     return new StoreError(`the ${this.driver} driver keeps no versions`);

@@ -1,0 +1,187 @@
+/**
+ * The core CLI verbs: stat, ls, walk, fetch, put, rm, mb, cache info.
+ *
+ * @module
+ */
+import { Cache } from '../cache/cache.js';
+import type { Entry } from '../entry.js';
+import { entryToJson } from '../entry.js';
+import { storeFor } from '../registry.js';
+import { Uri } from '../uri.js';
+import { type CliArgs, type CliContext, type Command, UsageError } from './command.js';
+import { formatBytes } from './progress.js';
+
+/** Print one JSON value, or human lines. */
+export function emit(ctx: CliContext, json: unknown, human: () => string): void {
+  ctx.stdout.write(ctx.json ? `${JSON.stringify(json)}\n` : `${human()}\n`);
+}
+
+function humanEntry(e: Entry): string {
+  const size = e.size === null ? '-' : formatBytes(e.size);
+  return `${e.kind === 'folder' ? 'dir ' : 'file'}  ${size.padStart(10)}  ${e.uri}`;
+}
+
+function str(v: CliArgs['values'][string]): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+function list(v: CliArgs['values'][string]): string[] | undefined {
+  if (v === undefined || typeof v === 'boolean') return undefined;
+  return Array.isArray(v) ? v : [v];
+}
+
+/** The store for the first positional (a URI), with the CLI's offline mode. */
+async function storeOf(uri: string, ctx: CliContext) {
+  const u = Uri.parse(uri);
+  return { u, store: await storeFor(u, { offline: ctx.offline }) };
+}
+
+export const coreCommands: Command[] = [
+  {
+    name: 'stat',
+    summary: 'describe one file or folder',
+    usage: 'provcat stat URI [--json]',
+    options: {},
+    positionals: [1, 1],
+    async run({ positionals }, ctx) {
+      const { u, store } = await storeOf(positionals[0] as string, ctx);
+      const e = await store.stat(u);
+      emit(ctx, entryToJson(e), () =>
+        [
+          `uri      ${e.uri}`,
+          `kind     ${e.kind}`,
+          `size     ${e.size ?? '-'}`,
+          `version  ${e.version ?? '-'}`,
+        ].join('\n'),
+      );
+      return 0;
+    },
+  },
+  {
+    name: 'ls',
+    summary: 'list a folder one level deep',
+    usage: 'provcat ls URI [--json]',
+    options: {},
+    positionals: [1, 1],
+    async run({ positionals }, ctx) {
+      const { u, store } = await storeOf(positionals[0] as string, ctx);
+      const entries = await store.list(u);
+      emit(ctx, entries.map(entryToJson), () => entries.map(humanEntry).join('\n'));
+      return 0;
+    },
+  },
+  {
+    name: 'walk',
+    summary: 'list every file below a folder',
+    usage: 'provcat walk URI [--include GLOB ...] [--exclude GLOB ...] [--json]',
+    options: {
+      include: { type: 'string', multiple: true },
+      exclude: { type: 'string', multiple: true },
+    },
+    positionals: [1, 1],
+    async run({ positionals, values }, ctx) {
+      const { u, store } = await storeOf(positionals[0] as string, ctx);
+      const entries = await store.walk(u, {
+        include: list(values.include),
+        exclude: list(values.exclude),
+      });
+      emit(ctx, entries.map(entryToJson), () => entries.map(humanEntry).join('\n'));
+      return 0;
+    },
+  },
+  {
+    name: 'fetch',
+    summary: 'copy a file or folder into the cache (or find it current) and print its path',
+    usage: 'provcat fetch URI [--concurrency N] [--json]',
+    options: { concurrency: { type: 'string' } },
+    positionals: [1, 1],
+    async run({ positionals, values }, ctx) {
+      const { u, store } = await storeOf(positionals[0] as string, ctx);
+      const c = str(values.concurrency);
+      const concurrency = c === undefined ? undefined : Number(c);
+      if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0)) {
+        throw new UsageError(`--concurrency takes a positive integer, not '${c}'`);
+      }
+      const bar = ctx.progress(`fetch ${u.name}`);
+      let r: Awaited<ReturnType<typeof store.fetch>>;
+      try {
+        r = await store.fetch(u, { onProgress: bar.onProgress, concurrency });
+      } finally {
+        bar.done();
+      }
+      emit(ctx, r, () => r.path);
+      if (!ctx.json) {
+        ctx.stderr.write(
+          `${r.files} file(s), ${r.downloaded} transferred (${formatBytes(r.bytes)})\n`,
+        );
+      }
+      return 0;
+    },
+  },
+  {
+    name: 'put',
+    summary: 'write a local file as one object',
+    usage: 'provcat put LOCAL URI [--content-type T] [--json]',
+    options: { 'content-type': { type: 'string' } },
+    positionals: [2, 2],
+    async run({ positionals, values }, ctx) {
+      const { u, store } = await storeOf(positionals[1] as string, ctx);
+      const bar = ctx.progress(`put ${u.name}`);
+      let e: Entry;
+      try {
+        e = await store.put(u, positionals[0] as string, {
+          contentType: str(values['content-type']),
+          onProgress: bar.onProgress,
+        });
+      } finally {
+        bar.done();
+      }
+      emit(ctx, entryToJson(e), () => `${e.uri}  ${e.version}`);
+      return 0;
+    },
+  },
+  {
+    name: 'rm',
+    summary: 'delete one object',
+    usage: 'provcat rm URI [--json]',
+    options: {},
+    positionals: [1, 1],
+    async run({ positionals }, ctx) {
+      const { u, store } = await storeOf(positionals[0] as string, ctx);
+      await store.delete(u);
+      emit(ctx, { uri: u.toString(), deleted: true }, () => `deleted ${u}`);
+      return 0;
+    },
+  },
+  {
+    name: 'mb',
+    summary: 'make a bucket (with --versioning, one that keeps versions)',
+    usage: 'provcat mb URI [--versioning] [--json]',
+    options: { versioning: { type: 'boolean' } },
+    positionals: [1, 1],
+    async run({ positionals, values }, ctx) {
+      const { u, store } = await storeOf(positionals[0] as string, ctx);
+      if (!u.isBucket) throw new UsageError(`mb takes a bucket URI (scheme://bucket), not ${u}`);
+      store.online(u, 'mb');
+      await store.makeBucket(u.bucket, { versioning: values.versioning === true });
+      emit(ctx, { uri: u.toString(), versioning: values.versioning === true }, () => `made ${u}`);
+      return 0;
+    },
+  },
+  {
+    name: 'cache info',
+    summary: 'where the cache is and what it holds',
+    usage: 'provcat cache info [--json]',
+    options: {},
+    positionals: [0, 0],
+    async run(_args, ctx) {
+      const info = await new Cache().info();
+      emit(ctx, info, () =>
+        [`root   ${info.root}`, `blobs  ${info.blobs}`, `bytes  ${formatBytes(info.bytes)}`].join(
+          '\n',
+        ),
+      );
+      return 0;
+    },
+  },
+];

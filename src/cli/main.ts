@@ -1,0 +1,111 @@
+/**
+ * The `provcat` command. Human output by default, `--json` for scripts (one JSON value on
+ * stdout), errors on stderr as `provcat: <ErrorClass>: <message>` with an exit status per error
+ * class (docs/cli.md): 2 usage, 3 NotFound, 4 Exists, 5 OfflineMiss, 6 ObjectIntegrityError,
+ * 7 StoreError, 8 UriError, 1 anything else.
+ *
+ * @module
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { exitCodeOf } from '../errors.js';
+import { offlineFromEnv } from '../store.js';
+import { type CliContext, type Command, UsageError } from './command.js';
+import { coreCommands } from './commands.js';
+import { progressBar } from './progress.js';
+import { tourCommand } from './tour.js';
+
+const commands: Command[] = [...coreCommands, tourCommand];
+
+const GLOBAL = {
+  json: { type: 'boolean' },
+  offline: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function helpText(): string {
+  const width = Math.max(...commands.map((c) => c.name.length));
+  return [
+    'provcat: files in object stores by URI, cached, offline, pinned.',
+    '',
+    'usage: provcat COMMAND [ARGS] [--json] [--offline]',
+    '',
+    ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
+    '',
+    'URIs: local://bucket/key, s3://bucket/key; a trailing / names a folder;',
+    '      ?at=version:ID or ?at=commit:ID pins. See docs/cli.md.',
+  ].join('\n');
+}
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
+  return String(pkg.version);
+}
+
+/** Run the CLI on `argv` (without node and the script); returns the exit status. */
+export async function main(
+  argv: string[],
+  io: Pick<CliContext, 'stdout' | 'stderr' | 'env'> = {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    env: process.env,
+  },
+): Promise<number> {
+  const fail = (error: unknown): number => {
+    const name = error instanceof Error ? error.name : 'Error';
+    const message = error instanceof Error ? error.message : String(error);
+    io.stderr.write(`provcat: ${name}: ${message}\n`);
+    if (io.env.PROVCAT_DEBUG && error instanceof Error) io.stderr.write(`${error.stack}\n`);
+    return error instanceof UsageError ? 2 : exitCodeOf(error);
+  };
+  const words = argv.filter((a) => !a.startsWith('-'));
+  if (argv.includes('--version')) {
+    io.stdout.write(`${version()}\n`);
+    return 0;
+  }
+  const name2 = words.slice(0, 2).join(' ');
+  const command =
+    commands.find((c) => c.name === name2) ?? commands.find((c) => c.name === words[0]);
+  if (!command) {
+    if (words.length === 0 && (argv.includes('--help') || argv.includes('-h'))) {
+      io.stdout.write(`${helpText()}\n`);
+      return 0;
+    }
+    io.stderr.write(`${helpText()}\n`);
+    return words.length === 0 ? 2 : fail(new UsageError(`unknown command '${words[0]}'`));
+  }
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: { ...GLOBAL, ...command.options },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (error) {
+    return fail(new UsageError(`${(error as Error).message}\nusage: ${command.usage}`));
+  }
+  if (parsed.values.help) {
+    io.stdout.write(`usage: ${command.usage}\n${command.summary}\n`);
+    return 0;
+  }
+  const positionals = parsed.positionals.slice(command.name.split(' ').length);
+  const [min, max] = command.positionals;
+  if (positionals.length < min || positionals.length > max) {
+    return fail(new UsageError(`wrong number of arguments\nusage: ${command.usage}`));
+  }
+  const ctx: CliContext = {
+    ...io,
+    json: parsed.values.json === true,
+    offline: parsed.values.offline === true || offlineFromEnv(io.env),
+    progress: (label) => progressBar(io.stderr as never, label),
+  };
+  if (ctx.offline) io.env.PROVCAT_OFFLINE = '1';
+  try {
+    return (
+      (await command.run({ positionals, values: parsed.values as CliArgs['values'] }, ctx)) ?? 0
+    );
+  } catch (error) {
+    return fail(error);
+  }
+}
