@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { exitCodeOf } from '../errors.js';
 import { offlineFromEnv } from '../store.js';
-import { type CliContext, type Command, UsageError } from './command.js';
+import { type CliArgs, type CliContext, type Command, UsageError } from './command.js';
 import { coreCommands } from './commands.js';
 import { progressBar } from './progress.js';
 import { tourCommand } from './tour.js';
