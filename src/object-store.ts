@@ -13,7 +13,10 @@
 
 import { stat as fsStat } from 'node:fs/promises';
 import { minimatch } from 'minimatch';
+import type { VersionMeta } from './cache/cache.js';
 import { fetchUri } from './cache/fetch.js';
+import type { CommitFile } from './commits/format.js';
+import { commitCovers, fileAt, filesUnder, loadCommit } from './commits/load.js';
 import type {
   Capabilities,
   CreateMode,
@@ -302,19 +305,113 @@ export abstract class ObjectStore extends Store {
     };
   }
 
-  /** `stat` at `?at=`. */
-  private async statPinned(u: Uri, _options: CallOptions): Promise<Entry> {
-    throw new StoreError(`reading at ?at= is not available yet: ${u}`);
+  /** `stat` at `?at=version:` (from cached metadata when there is some) or `?at=commit:`. */
+  private async statPinned(u: Uri, options: CallOptions): Promise<Entry> {
+    const { bucket, key } = this.locate(u);
+    const at = u.at as NonNullable<Uri['at']>;
+    if (at.kind === 'version') {
+      const meta = await this.versionMeta(u, bucket, key, at.id, options);
+      return {
+        uri: u,
+        kind: 'file',
+        size: meta.size,
+        version: at.id,
+        versionId: at.id,
+        etag: meta.etag,
+      };
+    }
+    const commit = await loadCommit(this, bucket, at.id, options);
+    if (!commitCovers(commit, u.isFolder ? u : u.asFolder()) && !commitCovers(commit, u)) {
+      throw new NotFound(`${u}: commit ${at.id} does not cover this path`, { uri: u.toString() });
+    }
+    if (!u.isFolder) {
+      const f = fileAt(commit, key);
+      if (f) return this.commitFileEntry(u, f, options);
+    }
+    const folder = u.asFolder();
+    if (folder.prefix === commit.folder || filesUnder(commit, folder).length > 0) {
+      return folderEntry(folder);
+    }
+    throw new NotFound(`no file or folder at ${u} in commit ${at.id}`, { uri: u.toString() });
   }
 
-  /** `list` at `?at=commit:`. */
-  private async listPinned(u: Uri, _options: CallOptions): Promise<Entry[]> {
-    throw new StoreError(`reading at ?at= is not available yet: ${u}`);
+  /** The entry of a file recorded in a commit; a field the manifest lacks comes from the store. */
+  private async commitFileEntry(u: Uri, f: CommitFile, options: CallOptions): Promise<Entry> {
+    let size = f.size;
+    let etag = f.etag;
+    if (typeof size !== 'number') {
+      const meta = await this.versionMeta(u, u.bucket, f.key, f.versionId, options);
+      size = meta.size;
+      etag = etag ?? meta.etag;
+    }
+    return { uri: u, kind: 'file', size, version: f.versionId, versionId: f.versionId, etag };
   }
 
-  /** Every file below a folder at `?at=commit:`. */
-  private async listPinnedFiles(u: Uri, _options: CallOptions): Promise<Entry[]> {
-    throw new StoreError(`reading at ?at= is not available yet: ${u}`);
+  /** Size and ETag of one version: from the cache, else one `_headVersion` (then cached). */
+  private async versionMeta(
+    u: Uri,
+    bucket: string,
+    key: string,
+    versionId: string,
+    options: CallOptions,
+  ): Promise<VersionMeta> {
+    const cached = await this.cache.readVersionMeta(this.scheme, bucket, key, versionId);
+    if (cached) return cached;
+    this.online(u, 'stat');
+    const info = await this._headVersion(bucket, key, versionId, options);
+    const meta = { key, versionId, size: info.size, etag: info.etag };
+    await this.cache.writeVersionMeta(this.scheme, bucket, meta);
+    return meta;
+  }
+
+  /** `list` at `?at=commit:`, answered from the commit's manifest. */
+  private async listPinned(u: Uri, options: CallOptions): Promise<Entry[]> {
+    const at = u.at as NonNullable<Uri['at']>;
+    if (at.kind !== 'commit')
+      throw new NotFound(`${u} is a file, not a folder`, { uri: u.toString() });
+    const folder = u.asFolder();
+    const commit = await loadCommit(this, folder.bucket, at.id, options);
+    const files = filesUnder(commit, folder);
+    if (files.length === 0 && folder.prefix !== commit.folder) {
+      throw new NotFound(`no folder at ${folder} in commit ${at.id}`, { uri: folder.toString() });
+    }
+    const out: Entry[] = [];
+    const seen = new Set<string>();
+    for (const f of files) {
+      const rest = f.key.slice(folder.prefix.length);
+      const slash = rest.indexOf('/');
+      if (slash < 0) {
+        out.push(
+          await this.commitFileEntry(
+            Uri.fromKey(this.scheme, folder.bucket, f.key, at),
+            f,
+            options,
+          ),
+        );
+      } else {
+        const sub = `${folder.prefix}${rest.slice(0, slash + 1)}`;
+        if (seen.has(sub)) continue;
+        seen.add(sub);
+        out.push(folderEntry(Uri.fromKey(this.scheme, folder.bucket, sub, at)));
+      }
+    }
+    out.sort((a, b) => compareKeys(a.uri.key, b.uri.key));
+    return out;
+  }
+
+  /** Every file below a folder at `?at=commit:`, from the manifest. */
+  private async listPinnedFiles(u: Uri, options: CallOptions): Promise<Entry[]> {
+    const at = u.at as NonNullable<Uri['at']>;
+    const commit = await loadCommit(this, u.bucket, at.id, options);
+    const files = filesUnder(commit, u);
+    if (files.length === 0 && u.prefix !== commit.folder) {
+      throw new NotFound(`no folder at ${u} in commit ${at.id}`, { uri: u.toString() });
+    }
+    return Promise.all(
+      files.map((f) =>
+        this.commitFileEntry(Uri.fromKey(this.scheme, u.bucket, f.key, at), f, options),
+      ),
+    );
   }
 
   // ---- core primitives -------------------------------------------------------------------

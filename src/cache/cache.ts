@@ -10,7 +10,7 @@
  *   tree/<scheme>/<bucket>/<key...>                        folder fetches: a real directory tree
  *   file/<scheme>/<bucket>/<h>/<name>                      single-file fetches (h: key hash)
  *   pin/<scheme>/<bucket>/<h>/<name>                       a file at ?at=version: (h: key+version)
- *   commit/<scheme>/<bucket>/<commit id>/<rel...>          a folder at ?at=commit:
+ *   commit/<scheme>/<bucket>/<commit id>/<key...>          files at ?at=commit:
  *   state/<h>.json                                         what a view holds; `done` marks it complete
  *   locks/<h>                                              one fetch of a view at a time
  *   meta/<scheme>/<bucket>/<h>.json                        size/etag of a pinned version, for offline stat
@@ -140,11 +140,11 @@ export class Cache {
     return this.namedIn(path.join(this.base, 'pin', safeName(scheme), safeName(bucket), h), key);
   }
 
-  /** The directory of a commit's files; `rel` (relative to the committed folder) below it. */
-  commitTreePath(scheme: string, bucket: string, commitId: string, rel: string): string {
+  /** A commit's copy of `key` (a file key, or a folder prefix ending `/`, or `` for all). */
+  commitTreePath(scheme: string, bucket: string, commitId: string, key: string): string {
     return this.under(
       path.join(this.base, 'commit', safeName(scheme), safeName(bucket), safeName(commitId)),
-      rel,
+      key,
     );
   }
 

@@ -1,18 +1,92 @@
 /**
- * Fetching a folder or file at `?at=commit:ID` (being written).
+ * Fetching at `?at=commit:ID`: exactly the versions the commit lists, for the committed folder or
+ * any file or folder below it.
+ *
+ * A commit never changes, so its cache copy (`commit/<scheme>/<bucket>/<id>/<key...>`) is
+ * complete once marked done and is then answered with no store call, online or offline. Bytes
+ * are shared: each file links to the blob of its version ID, so commits that share unchanged
+ * files share their bytes, and a version already downloaded is never downloaded again. Every
+ * downloaded version is checked against the commit's size and ETag.
  *
  * @module
  */
-import { StoreError } from '../errors.js';
+import { lstat } from 'node:fs/promises';
+import type { CommitFile } from '../commits/format.js';
+import { fileAt, filesUnder, loadCommit } from '../commits/load.js';
+import { forEachLimit } from '../concurrency.js';
+import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
+import { checkDiskNames, Transfer } from './fetch.js';
 
 /** Fetch exactly the versions a commit lists for `u` (a folder or file at or below it). */
 export async function fetchCommit(
-  _store: ObjectStore,
+  store: ObjectStore,
   u: Uri,
-  _id: string,
-  _options: FetchOptions,
+  id: string,
+  options: FetchOptions,
 ): Promise<FetchResult> {
-  throw new StoreError(`fetch at a commit is not available yet: ${u}`);
+  const { cache } = store;
+  const { bucket } = store.locate(u);
+  const commit = await loadCommit(store, bucket, id, { signal: options.signal });
+  const single = u.isFolder ? undefined : fileAt(commit, u.key);
+  const folder = single ? u : u.asFolder();
+  const files = single ? [single] : filesUnder(commit, folder);
+  if (files.length === 0 && folder.prefix !== commit.folder) {
+    throw new NotFound(`nothing at ${u} in commit ${id}`, { uri: u.toString() });
+  }
+  const path = cache.commitTreePath(store.scheme, bucket, id, single ? single.key : folder.prefix);
+  const viewId = `commit:${single ? u : folder}`;
+  const state = await cache.readState(viewId);
+  if (state?.done) return { path, files: files.length, downloaded: 0, bytes: 0 };
+  checkDiskNames(
+    files.map((f) => f.key.slice(folder.prefix.length)),
+    folder,
+  );
+  return cache.withLock(viewId, async () => {
+    const missing: CommitFile[] = [];
+    for (const f of files) {
+      const dest = cache.commitTreePath(store.scheme, bucket, id, f.key);
+      const st = await lstat(dest).catch(() => undefined);
+      if (!(st?.isFile() && st.size === f.size)) missing.push(f);
+    }
+    const totalBytes = missing.reduce((n, f) => n + f.size, 0);
+    const transfer = new Transfer(store, u, options, totalBytes, missing.length);
+    let downloaded = 0;
+    await forEachLimit(
+      missing,
+      options.concurrency ?? store.concurrency,
+      async (f, signal) => {
+        const blob = cache.blobPath(store.scheme, bucket, f.key, f.versionId);
+        if ((await cache.hasBlob(blob)) === undefined) {
+          const where = `${store.scheme}://${bucket}/${f.key}?at=version:${f.versionId}`;
+          if (store.offline) {
+            throw new OfflineMiss(`offline, and ${where} of commit ${id} is not cached`, {
+              uri: u.toString(),
+            });
+          }
+          const res = await store._getVersion(bucket, f.key, f.versionId, { signal });
+          const etag = res.info.etag;
+          if (res.contentLength !== f.size || (f.etag && etag && etag !== f.etag)) {
+            res.body.destroy();
+            throw new ObjectIntegrityError(
+              'DigestMismatch',
+              `${where}: the store returned ${res.contentLength} bytes with ETag ${etag}, commit ${id} says ${f.size} bytes with ETag ${f.etag}`,
+              { uri: where },
+            );
+          }
+          await cache.installBlob(blob, res.body, f.size, transfer.add, signal);
+          downloaded++;
+        }
+        await cache.linkInto(blob, cache.commitTreePath(store.scheme, bucket, id, f.key));
+        transfer.fileDone();
+      },
+      options.signal,
+    );
+    if (!single) {
+      await cache.prune(path, new Set(files.map((f) => f.key.slice(folder.prefix.length))));
+    }
+    await cache.writeState({ uri: viewId, done: true, files: {} });
+    return { path, files: files.length, downloaded, bytes: transfer.bytes };
+  });
 }

@@ -1,4 +1,117 @@
-import type { ConformanceTarget } from './target.js';
+import { mkdtempSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { NotFound, UriError } from '../../src/errors.js';
+import type { ObjectStore } from '../../src/object-store.js';
+import { Uri } from '../../src/uri.js';
+import { type ConformanceTarget, randomPrefix } from './target.js';
 
-/** The store part of the conformance suite (being written). */
-export function storeSuite(_target: ConformanceTarget): void {}
+/** A new temp directory for a cache. */
+export function tempCache(): string {
+  return mkdtempSync(path.join(tmpdir(), 'provcat-cache-'));
+}
+
+/** The store methods: stat, list, walk, put, delete. */
+export function storeSuite(target: ConformanceTarget): void {
+  describe('store methods', () => {
+    let store: ObjectStore;
+    const url = (p: string, rel: string) => `${store.scheme}://${target.bucket}/${p}${rel}`;
+    beforeAll(() => {
+      store = target.store({ cache: tempCache() });
+    });
+
+    it('puts from a path, a stream and bytes, and stats files, folders and the bucket', async () => {
+      const p = randomPrefix();
+      const local = path.join(tempCache(), 'x.bin');
+      await writeFile(local, 'from a path');
+      const a = await store.put(url(p, 'a.txt'), local);
+      expect(a).toMatchObject({ kind: 'file', size: 11 });
+      expect(a.version).toBeTruthy();
+      const b = await store.put(url(p, 'sub/b.txt'), Readable.from([Buffer.from('from a stream')]));
+      expect(b.size).toBe(13);
+      await store.put(url(p, 'sub/c.txt'), Buffer.from('bytes'));
+
+      const sa = await store.stat(url(p, 'a.txt'));
+      expect(sa).toMatchObject({ kind: 'file', size: 11, version: a.version });
+      expect(sa.uri.toString()).toBe(url(p, 'a.txt'));
+      for (const folder of [url(p, 'sub/'), url(p, 'sub')]) {
+        const sf = await store.stat(folder);
+        expect(sf.kind).toBe('folder');
+        expect(sf.uri.toString()).toBe(url(p, 'sub/'));
+      }
+      expect((await store.stat(`${store.scheme}://${target.bucket}`)).kind).toBe('folder');
+      await expect(store.stat(url(p, 'nope.txt'))).rejects.toBeInstanceOf(NotFound);
+      await expect(store.stat(url(p, 'nope/'))).rejects.toBeInstanceOf(NotFound);
+      await expect(store.stat(url(p, 'a.txt/'))).rejects.toBeInstanceOf(NotFound);
+    });
+
+    it('lists one level in key order, and walks every file with globs', async () => {
+      const p = randomPrefix();
+      for (const k of ['b.csv', 'a.csv', 'z/1.txt', 'z/deep/2.csv', 'm/3.csv']) {
+        await store.put(url(p, k), Buffer.from(k));
+      }
+      // A folder marker (a key ending '/') is not a file.
+      await store._put(target.bucket, `${p}z/`, Buffer.alloc(0));
+      const level = await store.list(url(p, ''));
+      expect(level.map((e) => [e.kind, e.uri.toString()])).toEqual([
+        ['file', url(p, 'a.csv')],
+        ['file', url(p, 'b.csv')],
+        ['folder', url(p, 'm/')],
+        ['folder', url(p, 'z/')],
+      ]);
+      const zl = await store.list(url(p, 'z/'));
+      expect(zl.map((e) => e.uri.toString())).toEqual([url(p, 'z/1.txt'), url(p, 'z/deep/')]);
+      await expect(store.list(url(p, 'none/'))).rejects.toBeInstanceOf(NotFound);
+      await expect(store.list(url(p, 'a.csv'))).rejects.toBeInstanceOf(NotFound);
+
+      const all = await store.walk(url(p, ''));
+      expect(all.map((e) => e.uri.key.slice(p.length))).toEqual([
+        'a.csv',
+        'b.csv',
+        'm/3.csv',
+        'z/1.txt',
+        'z/deep/2.csv',
+      ]);
+      const csv = await store.walk(url(p, ''), { include: '**/*.csv', exclude: 'z/**' });
+      expect(csv.map((e) => e.uri.key.slice(p.length))).toEqual(['a.csv', 'b.csv', 'm/3.csv']);
+    });
+
+    it('refuses to write buckets, folders, pinned URIs and provcat metadata', async () => {
+      const p = randomPrefix();
+      const bad = [
+        url(p, 'folder/'),
+        `${store.scheme}://${target.bucket}/`,
+        `${url(p, 'x')}?at=version:1`,
+        `${store.scheme}://${target.bucket}/.provcat/x`,
+      ];
+      for (const u of bad) {
+        await expect(store.put(u, Buffer.from('x')), u).rejects.toBeInstanceOf(UriError);
+        await expect(store.delete(u), u).rejects.toBeInstanceOf(UriError);
+      }
+      await expect(store.stat(url(p, 'folder/'))).rejects.toBeInstanceOf(NotFound);
+    });
+
+    it('deletes one object; deleting a missing one is NotFound', async () => {
+      const p = randomPrefix();
+      await store.put(url(p, 'gone.txt'), Buffer.from('x'));
+      await store.delete(url(p, 'gone.txt'));
+      await expect(store.stat(url(p, 'gone.txt'))).rejects.toBeInstanceOf(NotFound);
+      await expect(store.delete(url(p, 'gone.txt'))).rejects.toBeInstanceOf(NotFound);
+    });
+
+    it('keeps keys with %, +, spaces and non-ASCII exact through put, walk and stat', async () => {
+      const p = randomPrefix();
+      const names = ['100%.csv', 'a+b.csv', 'my file.csv', 'café/日本.txt', '%2e%2e'];
+      for (const n of names) {
+        const u = Uri.fromKey(store.scheme, target.bucket, `${p}${n}`);
+        await store.put(u, Buffer.from(n));
+        expect((await store.stat(Uri.parse(u.toString()))).size).toBe(Buffer.byteLength(n));
+      }
+      const keys = (await store.walk(url(p, ''))).map((e) => e.uri.key.slice(p.length));
+      expect([...keys].sort()).toEqual([...names].sort());
+    });
+  });
+}
