@@ -1,0 +1,197 @@
+/**
+ * {@link commitFolder}: record the version of every file under a folder as a new commit.
+ *
+ * The steps, each safe against other writers and other committers:
+ *
+ * 1. Read the folder's newest commit (the parent), N = its number + 1.
+ * 2. Take a two-listing snapshot of the folder (snapshot.ts). It is taken *after* the parent
+ *    was seen, and the parent's snapshot was taken before its log entry existed, so snapshots
+ *    follow the log order: a commit never records an older state than its parent.
+ * 3. Write the canonical commit object to `.provcat/commits/<id>.json` (content-addressed: an
+ *    existing object with the same name is the same commit, after a check of its bytes).
+ * 4. Create log entry N only if absent. Losing that race means another commit took N: go back
+ *    to step 1 (new parent, new snapshot, N + 1). Each loss is another committer's progress,
+ *    so the loop is lock-free; it is still bounded ({@link COMMIT_ATTEMPTS}).
+ *
+ * Create modes (`_createMode`): `atomic` as above; `oldest-version-wins` writes the entry with
+ * `_put` and the oldest version of the key wins (io.ts); `none` refuses before writing anything.
+ *
+ * @module
+ */
+import { debuglog } from 'node:util';
+import type { CreateMode } from '../driver.js';
+import { Exists, OfflineMiss, StoreError } from '../errors.js';
+import type { ObjectStore } from '../object-store.js';
+import type { Uri } from '../uri.js';
+import {
+  COMMIT_FORMAT,
+  type CommitBody,
+  type CommitFile,
+  commitBytes,
+  commitKey,
+  logKey,
+  MAX_COMMIT_NUMBER,
+  sha256Hex,
+} from './format.js';
+import { backoff, createOnce, noCreateError, readSmall, sleep } from './io.js';
+import { cacheCommit, loadCommit, MAX_COMMIT_BYTES } from './load.js';
+import { checkEntry, folderOf, newestEntry } from './log.js';
+import { snapshotFolder } from './snapshot.js';
+
+const debug = debuglog('provcat:commits');
+
+/** Log races lost in a row before a commit gives up with a StoreError. */
+export const COMMIT_ATTEMPTS = 64;
+
+/** Options of {@link commitFolder}. */
+export interface CommitOptions {
+  /** Key-value pairs stored with the commit. */
+  metadata?: Record<string, string> | undefined;
+  /** Commit even when the files are exactly those of the parent commit. */
+  allowEmpty?: boolean | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+function sameFiles(a: readonly CommitFile[], b: readonly CommitFile[]): boolean {
+  return (
+    a.length === b.length &&
+    a.every((f, i) => f.key === b[i]?.key && f.versionId === b[i]?.versionId)
+  );
+}
+
+function checkMetadata(metadata: unknown): Record<string, string> {
+  if (metadata === undefined) return {};
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
+    throw new TypeError('commit metadata is an object of string values');
+  }
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(metadata)) {
+    if (typeof v !== 'string') throw new TypeError(`commit metadata '${k}' is not a string`);
+    out[k] = v;
+  }
+  return out;
+}
+
+/** Write the commit object (content-addressed), repairing a current copy that is corrupt. */
+async function writeCommitObject(
+  store: ObjectStore,
+  bucket: string,
+  id: string,
+  bytes: Buffer,
+  mode: CreateMode,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const key = commitKey(id);
+  if (mode !== 'atomic') {
+    // A plain put is safe here: every writer of this key writes these very bytes.
+    await store._put(bucket, key, bytes, { size: bytes.byteLength, signal });
+    return;
+  }
+  try {
+    await store._create(bucket, key, bytes, { signal });
+    return;
+  } catch (error) {
+    if (!(error instanceof Exists)) throw error;
+  }
+  const there = await readSmall(store, bucket, key, { limit: MAX_COMMIT_BYTES, signal });
+  if (sha256Hex(there) !== id) {
+    debug('commit object %s was corrupt; writing it again', key);
+    await store._put(bucket, key, bytes, { size: bytes.byteLength, signal });
+  }
+}
+
+/**
+ * Record the version of every file under a folder as a new commit; returns the folder URI
+ * pinned to it (`?at=commit:<id>`).
+ *
+ * Guarantees:
+ * - The commit is a consistent snapshot of the folder (one instant), or a `StoreError` if the
+ *   folder kept changing; never a mix of two states.
+ * - Commits of one folder are numbered 1, 2, 3... without gaps or duplicates, each naming the
+ *   previous as its parent, however many processes commit at once (on `atomic` and
+ *   `oldest-version-wins` stores; `none` fails closed with a StoreError before writing).
+ * - A commit that returned is in the log; one that threw is not (its commit object may remain
+ *   as an unreferenced, harmless object).
+ *
+ * Refusals: `UriError` for a URI with `?at=` or under `.provcat/`; `StoreError` for an empty
+ * message, a folder with no files, no change since the parent (unless `allowEmpty`), a bucket
+ * without versions; `OfflineMiss` offline. A file URI is taken as the folder of that name.
+ */
+export async function commitFolder(
+  store: ObjectStore,
+  uri: Uri | string,
+  message: string,
+  options: CommitOptions = {},
+): Promise<Uri> {
+  const { uri: folderUri, bucket, folder } = folderOf(store, uri, 'commit');
+  const where = folderUri.toString();
+  if (typeof message !== 'string' || message.trim() === '') {
+    throw new StoreError(`commit of ${where} refused: the message is empty`, { uri: where });
+  }
+  const metadata = checkMetadata(options.metadata);
+  const { signal } = options;
+  if (store.offline) throw new OfflineMiss(`offline: commit of ${where} needs the store`);
+  const mode = await store._createMode(bucket);
+  if (mode === 'none') throw noCreateError(store, bucket, `commit of ${where}`);
+
+  for (let attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
+    if (attempt > 0) await sleep(backoff(Math.min(attempt, 5), 5), signal);
+    const pointer = await newestEntry(store, bucket, folder, signal);
+    let parent: Awaited<ReturnType<typeof loadCommit>> | undefined;
+    if (pointer) {
+      parent = await loadCommit(store, bucket, pointer.id, { signal });
+      checkEntry(parent, pointer, folder);
+    }
+    const files = await snapshotFolder(store, bucket, folder, { signal });
+    if (files.length === 0) {
+      throw new StoreError(`commit of ${where} refused: the folder has no files`, { uri: where });
+    }
+    if (parent && !options.allowEmpty && sameFiles(parent.files, files)) {
+      throw new StoreError(
+        `commit of ${where} refused: no change since commit ${parent.number} (${parent.id}); ` +
+          'pass allowEmpty to commit anyway',
+        { uri: where },
+      );
+    }
+    const number = (parent?.number ?? 0) + 1;
+    if (number > MAX_COMMIT_NUMBER) {
+      throw new StoreError(`the log of ${where} is full (${MAX_COMMIT_NUMBER} commits)`);
+    }
+    const body: CommitBody = {
+      format: COMMIT_FORMAT,
+      folder,
+      parent: parent?.id ?? null,
+      number,
+      message,
+      metadata,
+      time: new Date().toISOString(),
+      files,
+    };
+    const bytes = commitBytes(body);
+    const id = sha256Hex(bytes);
+    await writeCommitObject(store, bucket, id, bytes, mode, signal);
+    const won = await createOnce(
+      store,
+      bucket,
+      logKey(folder, number),
+      Buffer.from(id, 'utf8'),
+      mode,
+      signal,
+    );
+    if (won) {
+      debug('committed %s as %d (%s)', where, number, id);
+      try {
+        await cacheCommit(store, bucket, id, bytes);
+      } catch (error) {
+        // The commit is made; a cache that cannot be written only costs a read later.
+        debug('could not cache commit %s: %s', id, error);
+      }
+      return folderUri.withAt({ kind: 'commit', id });
+    }
+    debug('commit %d of %s was taken by another commit; retrying', number, where);
+  }
+  throw new StoreError(
+    `commit of ${where} gave up: ${COMMIT_ATTEMPTS} commits in a row were taken by others`,
+    { uri: where },
+  );
+}

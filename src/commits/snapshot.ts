@@ -1,0 +1,119 @@
+/**
+ * The two-listing snapshot: the current version of every file under a folder at one moment,
+ * taken while other programs may be writing.
+ *
+ * An object store lists page by page, so no single listing is a snapshot. But every write makes
+ * a new version ID, and `_history` lists every version, delete markers included. Take listing A,
+ * then listing B. If they are equal, no key gained or lost a version between the moment A read
+ * it and the moment B read it; A finished reading every key before B started, so at the moment
+ * between the two listings every key held exactly the listed versions. The current version of
+ * each key in that listing is therefore a snapshot of one instant. If they differ, wait briefly
+ * and take a fresh pair; after {@link SNAPSHOT_ATTEMPTS} pairs give up with a `StoreError`.
+ *
+ * @module
+ */
+import { debuglog } from 'node:util';
+import type { VersionRecord } from '../driver.js';
+import { StoreError } from '../errors.js';
+import type { ObjectStore } from '../object-store.js';
+import { Uri } from '../uri.js';
+import { type CommitFile, compareUtf8, isMetaKey } from './format.js';
+import { backoff, sleep } from './io.js';
+
+const debug = debuglog('provcat:commits');
+
+/** Pairs of listings tried before a folder that keeps changing is refused. */
+export const SNAPSHOT_ATTEMPTS = 5;
+
+/** Options of {@link snapshotFolder}. */
+export interface SnapshotOptions {
+  signal?: AbortSignal | undefined;
+  /** Pairs of listings to try (default {@link SNAPSHOT_ATTEMPTS}). */
+  attempts?: number | undefined;
+}
+
+async function listVersions(
+  store: ObjectStore,
+  bucket: string,
+  folder: string,
+  signal: AbortSignal | undefined,
+): Promise<VersionRecord[]> {
+  const out: VersionRecord[] = [];
+  for await (const r of store._history(bucket, folder, { signal })) {
+    if (isMetaKey(r.key) || !r.key.startsWith(folder)) continue;
+    out.push(r);
+  }
+  return out;
+}
+
+function sameListing(a: readonly VersionRecord[], b: readonly VersionRecord[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] as VersionRecord;
+    const y = b[i] as VersionRecord;
+    if (
+      x.key !== y.key ||
+      x.versionId !== y.versionId ||
+      x.size !== y.size ||
+      x.current !== y.current
+    ) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * The current version of every file under the folder prefix `folder` (`` for the whole bucket,
+ * `.provcat/` always left out), as commit file records sorted by the UTF-8 bytes of the key.
+ * Deleted files (a current delete marker) and folder markers (keys ending `/`) are left out.
+ *
+ * Guarantees: the records are the current versions at one instant between two equal listings
+ * (see the module comment); `StoreError` after `attempts` unequal pairs; `UriError` for a key
+ * no URI can name (`a//b`), which a commit could record but no read at the commit could name.
+ * StoreError from `_history` when the bucket keeps no versions.
+ */
+export async function snapshotFolder(
+  store: ObjectStore,
+  bucket: string,
+  folder: string,
+  options: SnapshotOptions = {},
+): Promise<CommitFile[]> {
+  const { signal } = options;
+  const attempts = options.attempts ?? SNAPSHOT_ATTEMPTS;
+  let listing: VersionRecord[] | undefined;
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    if (attempt > 0) await sleep(backoff(attempt), signal);
+    const a = await listVersions(store, bucket, folder, signal);
+    const b = await listVersions(store, bucket, folder, signal);
+    if (sameListing(a, b)) {
+      listing = b;
+      break;
+    }
+    debug('snapshot of %s/%s: listings differ (attempt %d)', bucket, folder, attempt + 1);
+  }
+  if (!listing) {
+    throw new StoreError(
+      `${store.scheme}://${bucket}/${folder} kept changing: ${attempts} pairs of listings ` +
+        'differed, so no consistent snapshot could be taken; retry when writes settle',
+      { uri: `${store.scheme}://${bucket}/${folder}` },
+    );
+  }
+  const files: CommitFile[] = [];
+  for (const r of listing) {
+    if (!r.current || r.size === null || r.key.endsWith('/')) continue;
+    Uri.fromKey(store.scheme, bucket, r.key); // UriError for a key no URI can name
+    const file: CommitFile = { key: r.key, versionId: r.versionId, size: r.size };
+    if (r.etag !== undefined) file.etag = r.etag;
+    files.push(file);
+  }
+  files.sort((x, y) => compareUtf8(x.key, y.key));
+  for (let i = 1; i < files.length; i++) {
+    if ((files[i - 1] as CommitFile).key === (files[i] as CommitFile).key) {
+      throw new StoreError(
+        `${store.driver} listed two current versions of ${(files[i] as CommitFile).key}`,
+      );
+    }
+  }
+  return files;
+}
