@@ -50,7 +50,16 @@ export interface S3StageDescriptor {
 export type StageDescriptor = LocalStageDescriptor | S3StageDescriptor;
 
 const LOCAL_FIELDS = ['version', 'kind', 'root', 'tenant'];
-const S3_FIELDS = ['version', 'kind', 'bucket', 'prefix', 'region', 'endpoint', 'forcePathStyle', 'tenant'];
+const S3_FIELDS = [
+  'version',
+  'kind',
+  'bucket',
+  'prefix',
+  'region',
+  'endpoint',
+  'forcePathStyle',
+  'tenant',
+];
 const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const REGION = /^[a-z0-9-]{1,64}$/;
 const CREDENTIAL_HINT = /secret|key|token|password|credential|session/i;

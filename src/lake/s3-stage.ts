@@ -1,0 +1,909 @@
+/**
+ * {@link S3Stage}: managed objects in one S3 bucket below one key prefix.
+ *
+ * The stage is built on the S3 driver (drivers/s3): its `S3Store` configures the client from the
+ * descriptor and the process's default credential chain, and its `mapError` is the one place
+ * SDK errors become provcat errors. The driver and the SDK are loaded on first use, so building
+ * a stage (or using a local one) costs nothing.
+ *
+ * Upload (see parts.ts for the pipeline): a non-empty object is one multipart upload of 64 MiB
+ * parts, 4 in flight by default (1..16), memory bounded by parts in flight with part buffers
+ * reused from the stage's pool; an empty object is one PutObject. Nothing is visible under the
+ * key before CompleteMultipartUpload. A failure or cancellation cancels the parts in flight,
+ * waits for them, and aborts the multipart upload (bounded to 30 s); a process crash cannot, so
+ * buckets need an AbortIncompleteMultipartUpload lifecycle rule (docs/managed-objects.md).
+ *
+ * Resumable upload (a path source and `checkpointDir`): see checkpoint.ts for the format and
+ * {@link S3Stage.upload} for the recovery steps.
+ *
+ * Reads: `open` is one GET of the whole object through the verifying wrapper (verify.ts);
+ * `openRange` is one ranged GET whose `Content-Range` and `Content-Length` must be exactly the
+ * ones asked for before the body is exposed (`RangeMismatch` otherwise — no HEAD, no buffering).
+ *
+ * @module
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import type { ReadableStream } from 'node:stream/web';
+import { debuglog } from 'node:util';
+import type { S3Client } from '@aws-sdk/client-s3';
+import type { S3Store } from '../../drivers/s3/index.js';
+import { ObjectIntegrityError, type ProvcatError, StoreError } from '../errors.js';
+import { BufferPool, BufferSlots } from './buffer-pool.js';
+import {
+  type Checkpoint,
+  CheckpointWriter,
+  checkpointPath,
+  LOCK_STALE_MS,
+  lockCheckpoint,
+  MiB,
+  RESUMABLE_PART_SIZES,
+  readCheckpoint,
+  removeCheckpoint,
+  writeCheckpoint,
+} from './checkpoint.js';
+import { effectivePrefix, type S3StageDescriptor } from './descriptor.js';
+import {
+  abortError,
+  CheckpointError,
+  PartLimitExceeded,
+  SourceChanged,
+  StageConfigError,
+} from './errors.js';
+import { containS3, newObjectKey, s3Uri, splitKey } from './keys.js';
+import {
+  checkContentType,
+  checkDataLocation,
+  type DataLocation,
+  DEFAULT_CONTENT_TYPE,
+} from './location.js';
+import { runParts, type TrustedPart } from './parts.js';
+import { PresignedUrl } from './presign.js';
+import { fsError, openSource } from './source.js';
+import {
+  checkExpiresIn,
+  checkPartsInFlight,
+  checkRange,
+  type ManagedStage,
+  type PresignOptions,
+  type ReadOptions,
+  type UploadOptions,
+  type UploadSource,
+} from './stage.js';
+import { capRange, verifyWhole } from './verify.js';
+
+const debug = debuglog('provcat:lake');
+
+type S3Sdk = typeof import('@aws-sdk/client-s3');
+
+/** Default part size: 64 MiB. */
+export const DEFAULT_PART_SIZE = 64 * MiB;
+/** S3 numbers parts 1..10,000. */
+export const MAX_PARTS = 10_000;
+/** How long an abort of a failed or cancelled multipart upload may take. */
+export const ABORT_TIMEOUT_MS = 30_000;
+
+const MIN_PART_SIZE = 5 * MiB;
+const MAX_PART_SIZE = 5 * 1024 * MiB;
+
+/** Options of an S3 stage (besides its descriptor). */
+export interface S3StageOptions {
+  /** An S3 client to use (tests, embedders); otherwise the S3 driver builds one from the descriptor. */
+  client?: S3Client | undefined;
+  /** Default parts in flight for uploads, 1..16 (default 4). */
+  partsInFlight?: number | undefined;
+  /**
+   * Part size in bytes (default 64 MiB; 5 MiB..5 GiB). For tests: resumable uploads accept only
+   * 5 MiB and 64 MiB.
+   * @internal
+   */
+  partSize?: number | undefined;
+  /**
+   * Highest part number (default 10,000). For tests of the part ceiling only.
+   * @internal
+   */
+  maxParts?: number | undefined;
+  /**
+   * How long a checkpoint lock left by a dead process blocks a retry (default 10 s, at least 5 s).
+   * @internal
+   */
+  lockStaleMs?: number | undefined;
+}
+
+interface Connection {
+  store: S3Store;
+  client: S3Client;
+  sdk: S3Sdk;
+}
+
+/** A managed stage in S3. Build it with `stageFromDescriptor`. */
+export class S3Stage implements ManagedStage {
+  readonly kind = 's3' as const;
+  /** The key prefix objects are written below (prefix and tenant), `''` for the whole bucket. */
+  readonly keyPrefix: string;
+  /** Part size of new uploads. */
+  readonly partSize: number;
+  private readonly base: readonly string[];
+  private readonly partsInFlight: number;
+  private readonly maxParts: number;
+  private readonly lockStaleMs: number;
+  private readonly pool = new BufferPool(4);
+  private connection: Promise<Connection> | undefined;
+
+  constructor(
+    readonly descriptor: S3StageDescriptor,
+    private readonly options: S3StageOptions = {},
+  ) {
+    this.keyPrefix = effectivePrefix(descriptor);
+    this.base = splitKey(this.keyPrefix);
+    this.partsInFlight = checkPartsInFlight(options.partsInFlight);
+    const partSize = options.partSize ?? DEFAULT_PART_SIZE;
+    if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE || partSize > MAX_PART_SIZE) {
+      throw new StageConfigError(
+        `partSize must be an integer in ${MIN_PART_SIZE}..${MAX_PART_SIZE}, not ${partSize}`,
+      );
+    }
+    this.partSize = partSize;
+    const maxParts = options.maxParts ?? MAX_PARTS;
+    if (!Number.isSafeInteger(maxParts) || maxParts < 1 || maxParts > MAX_PARTS) {
+      throw new StageConfigError(`maxParts must be an integer in 1..${MAX_PARTS}, not ${maxParts}`);
+    }
+    this.maxParts = maxParts;
+    this.lockStaleMs = Math.max(5000, options.lockStaleMs ?? LOCK_STALE_MS);
+  }
+
+  /** The S3 driver's store and client, created on first use. */
+  private connect(): Promise<Connection> {
+    this.connection ??= (async () => {
+      const [{ S3Store }, sdk] = await Promise.all([
+        import('../../drivers/s3/index.js'),
+        import('@aws-sdk/client-s3'),
+      ]);
+      const { region, endpoint, forcePathStyle } = this.descriptor;
+      // The descriptor decides the topology: without an endpoint in it, the environment's
+      // AWS_ENDPOINT_URL_S3 must not redirect the stage elsewhere.
+      const env =
+        endpoint === undefined
+          ? { ...process.env, AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true' }
+          : process.env;
+      const store = new S3Store({
+        client: this.options.client,
+        region,
+        endpoint,
+        forcePathStyle: forcePathStyle ?? false,
+        env,
+      });
+      return { store, client: await store.client(), sdk };
+    })().catch((error: unknown) => {
+      this.connection = undefined;
+      throw error;
+    });
+    return this.connection;
+  }
+
+  /** A stable name of this stage's storage (for checkpoint file names): no credentials. */
+  get identity(): string {
+    const { endpoint, bucket } = this.descriptor;
+    return `s3|${endpoint ?? ''}|${bucket}|${this.keyPrefix}`;
+  }
+
+  contain(uri: string): string {
+    return containS3(uri, this.descriptor.bucket, this.base);
+  }
+
+  /** The full key of a location inside this stage (containment checked, no I/O). */
+  keyOf(uri: string): string {
+    const rel = this.contain(uri);
+    return this.keyPrefix === '' ? rel : `${this.keyPrefix}/${rel}`;
+  }
+
+  private newKey(): string {
+    const rel = newObjectKey();
+    return this.keyPrefix === '' ? rel : `${this.keyPrefix}/${rel}`;
+  }
+
+  private mapError(c: Connection, error: unknown, op: string, key?: string): ProvcatError {
+    return c.store.mapError(error, { bucket: this.descriptor.bucket, key, op });
+  }
+
+  // ---- upload ------------------------------------------------------------------------------
+
+  /**
+   * Upload `source` as a new object (see {@link UploadOptions} and the module comment).
+   *
+   * With `checkpointDir` (path sources only) the upload is resumable: the first attempt records
+   * each acknowledged part; a retry after a crash or failure takes the checkpoint's lock,
+   * reconciles the store's part listing (every page), re-reads every acknowledged part from the
+   * source and compares its SHA-256 (rebuilding the whole-object digest on the way), sends again
+   * every part it cannot trust (including those in flight when the first attempt died), and
+   * sends the rest. If the upload had in fact been completed and only the response was lost,
+   * the retry streams the destination once and accepts it only if its size and SHA-256 equal the
+   * source's. A source whose size or mtime changed since the checkpoint starts a fresh upload
+   * (the old one is aborted). Cancellation aborts the exact upload and removes the checkpoint; a
+   * store or network failure keeps both for the next retry.
+   */
+  async upload(source: UploadSource, options: UploadOptions = {}): Promise<DataLocation> {
+    const contentType = checkContentType(options.contentType ?? DEFAULT_CONTENT_TYPE);
+    const window = checkPartsInFlight(options.partsInFlight ?? this.partsInFlight);
+    if (options.checkpointDir !== undefined) {
+      if (typeof source !== 'string') {
+        throw new StageConfigError('resumable uploads (checkpointDir) need a file path source');
+      }
+      if (!RESUMABLE_PART_SIZES.includes(this.partSize)) {
+        throw new StageConfigError(
+          `resumable uploads use 5 MiB or 64 MiB parts, not ${this.partSize} bytes`,
+        );
+      }
+      if (options.signal?.aborted) throw abortError(options.signal);
+      return this.resumable(source, options.checkpointDir, contentType, window, options);
+    }
+    if (options.signal?.aborted) throw abortError(options.signal);
+    return this.plain(source, contentType, window, options);
+  }
+
+  private async plain(
+    source: UploadSource,
+    contentType: string,
+    window: number,
+    options: UploadOptions,
+  ): Promise<DataLocation> {
+    const c = await this.connect();
+    const key = this.newKey();
+    const uri = s3Uri(this.descriptor.bucket, key);
+    const input = await openSource(source);
+    const controller = linkedController(options.signal);
+    let uploadId: Promise<string> | undefined;
+    const begin = () => {
+      uploadId ??= this.createUpload(c, key, contentType, controller.signal);
+      return uploadId;
+    };
+    try {
+      const result = await runParts({
+        source: input,
+        slots: new BufferSlots(this.pool, this.partSize, window),
+        partSize: this.partSize,
+        maxParts: this.maxParts,
+        controller,
+        partDigests: false,
+        uri,
+        sendPart: async (number, bytes, signal) =>
+          this.sendPart(c, key, await begin(), number, bytes, signal),
+        onBytes: (bytes) => options.onProgress?.({ operation: 'upload', uri, bytes }),
+      });
+      if (result.size === 0) {
+        await this.putEmpty(c, key, contentType, controller.signal);
+      } else {
+        await this.complete(c, key, await begin(), result.parts, controller.signal);
+      }
+      return Object.freeze({ uri, contentType, sizeBytes: result.size, sha256: result.sha256 });
+    } catch (error) {
+      if (!controller.signal.aborted) controller.abort(error);
+      if (uploadId !== undefined) await this.abortUpload(c, key, uploadId);
+      if (options.signal?.aborted) throw abortError(options.signal);
+      // S3 calls map their own errors; anything else (the source failing) passes through as is.
+      throw error;
+    } finally {
+      controller.dispose();
+      await input.close();
+    }
+  }
+
+  private async createUpload(
+    c: Connection,
+    key: string,
+    contentType: string,
+    signal: AbortSignal,
+  ): Promise<string> {
+    try {
+      const out = await c.client.send(
+        new c.sdk.CreateMultipartUploadCommand({
+          Bucket: this.descriptor.bucket,
+          Key: key,
+          ContentType: contentType,
+        }),
+        { abortSignal: signal },
+      );
+      if (!out.UploadId)
+        throw new StoreError('CreateMultipartUpload returned no UploadId', {
+          uri: s3Uri(this.descriptor.bucket, key),
+        });
+      debug('created multipart upload %s for %s', out.UploadId, key);
+      return out.UploadId;
+    } catch (error) {
+      throw this.mapError(c, error, 'CreateMultipartUpload', key);
+    }
+  }
+
+  private async sendPart(
+    c: Connection,
+    key: string,
+    uploadId: string,
+    number: number,
+    bytes: Buffer,
+    signal: AbortSignal,
+  ): Promise<string> {
+    try {
+      const out = await c.client.send(
+        new c.sdk.UploadPartCommand({
+          Bucket: this.descriptor.bucket,
+          Key: key,
+          UploadId: uploadId,
+          PartNumber: number,
+          Body: bytes,
+          ContentLength: bytes.length,
+        }),
+        { abortSignal: signal },
+      );
+      if (!out.ETag)
+        throw new StoreError(`UploadPart ${number} returned no ETag`, {
+          uri: s3Uri(this.descriptor.bucket, key),
+        });
+      return out.ETag;
+    } catch (error) {
+      throw this.mapError(c, error, 'UploadPart', key);
+    }
+  }
+
+  private async complete(
+    c: Connection,
+    key: string,
+    uploadId: string,
+    parts: Array<{ number: number; etag: string }>,
+    signal: AbortSignal,
+  ): Promise<void> {
+    try {
+      // Ceph returns an empty ETag here; the ETag is not part of a DataLocation, so it is unused.
+      await c.client.send(
+        new c.sdk.CompleteMultipartUploadCommand({
+          Bucket: this.descriptor.bucket,
+          Key: key,
+          UploadId: uploadId,
+          MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.number, ETag: p.etag })) },
+        }),
+        { abortSignal: signal },
+      );
+      debug('completed %s (%d parts)', key, parts.length);
+    } catch (error) {
+      throw this.mapError(c, error, 'CompleteMultipartUpload', key);
+    }
+  }
+
+  private async putEmpty(
+    c: Connection,
+    key: string,
+    contentType: string,
+    signal: AbortSignal,
+  ): Promise<void> {
+    try {
+      await c.client.send(
+        new c.sdk.PutObjectCommand({
+          Bucket: this.descriptor.bucket,
+          Key: key,
+          Body: Buffer.alloc(0),
+          ContentLength: 0,
+          ContentType: contentType,
+        }),
+        { abortSignal: signal },
+      );
+    } catch (error) {
+      throw this.mapError(c, error, 'PutObject', key);
+    }
+  }
+
+  /**
+   * Abort a multipart upload, bounded to {@link ABORT_TIMEOUT_MS} and independent of any
+   * caller signal (which may be the reason we are aborting). A failure is logged, not thrown:
+   * the caller is already reporting the error that made it abort, and the bucket's lifecycle
+   * rule reclaims what an abort could not.
+   */
+  private async abortUpload(
+    c: Connection,
+    key: string,
+    uploadId: Promise<string> | string,
+  ): Promise<void> {
+    let id: string;
+    try {
+      id = await uploadId;
+    } catch (error) {
+      debug('no multipart upload to abort for %s (creating it failed: %s)', key, String(error));
+      return;
+    }
+    try {
+      await c.client.send(
+        new c.sdk.AbortMultipartUploadCommand({
+          Bucket: this.descriptor.bucket,
+          Key: key,
+          UploadId: id,
+        }),
+        { abortSignal: AbortSignal.timeout(ABORT_TIMEOUT_MS) },
+      );
+      debug('aborted multipart upload %s of %s', id, key);
+    } catch (error) {
+      const mapped = this.mapError(c, error, 'AbortMultipartUpload', key);
+      debug('could not abort multipart upload %s of %s: %s', id, key, mapped.message);
+    }
+  }
+
+  private async resumable(
+    file: string,
+    checkpointDir: string,
+    contentType: string,
+    window: number,
+    options: UploadOptions,
+  ): Promise<DataLocation> {
+    const sourcePath = path.resolve(file);
+    const cpFile = checkpointPath(checkpointDir, this.identity, sourcePath);
+    try {
+      await mkdir(path.dirname(cpFile), { recursive: true });
+    } catch (cause) {
+      throw new CheckpointError('cannot create the checkpoint directory', cpFile, { cause });
+    }
+    const controller = linkedController(options.signal);
+    const release = await lockCheckpoint(
+      cpFile,
+      (error) =>
+        controller.abort(
+          new CheckpointError('checkpoint lock lost during the upload', cpFile, { cause: error }),
+        ),
+      this.lockStaleMs,
+    );
+    try {
+      let checkpoint = await readCheckpoint(cpFile);
+      if (checkpoint !== undefined) this.checkCheckpoint(checkpoint, cpFile, sourcePath);
+      let info: Awaited<ReturnType<typeof stat>>;
+      try {
+        info = await stat(sourcePath);
+      } catch (cause) {
+        throw fsError(cause, `cannot upload ${sourcePath}`, sourcePath);
+      }
+      const identity = { path: sourcePath, size: info.size, mtimeMs: info.mtimeMs };
+      const c = await this.connect();
+      for (let attempt = 0; attempt < 2; attempt++) {
+        if (
+          checkpoint !== undefined &&
+          (checkpoint.source.size !== identity.size ||
+            checkpoint.source.mtimeMs !== identity.mtimeMs)
+        ) {
+          debug(
+            '%s changed since its checkpoint: aborting upload %s and starting afresh',
+            sourcePath,
+            checkpoint.uploadId,
+          );
+          await this.abortUpload(c, checkpoint.key, checkpoint.uploadId);
+          await removeCheckpoint(cpFile);
+          checkpoint = undefined;
+        }
+        if (checkpoint === undefined) {
+          if (identity.size === 0) {
+            const key = this.newKey();
+            await this.putEmpty(c, key, contentType, controller.signal);
+            return Object.freeze({
+              uri: s3Uri(this.descriptor.bucket, key),
+              contentType,
+              sizeBytes: 0,
+              sha256: createHash('sha256').digest('hex'),
+            });
+          }
+          const key = this.newKey();
+          const uploadId = await this.createUpload(c, key, contentType, controller.signal);
+          checkpoint = {
+            version: 1,
+            uploadId,
+            key,
+            bucket: this.descriptor.bucket,
+            source: identity,
+            partSize: this.partSize,
+            window,
+            parts: [],
+          };
+          try {
+            await writeCheckpoint(cpFile, checkpoint);
+          } catch (error) {
+            await this.abortUpload(c, key, uploadId);
+            throw error;
+          }
+          return await this.runResumable(
+            c,
+            checkpoint,
+            cpFile,
+            new Map(),
+            contentType,
+            window,
+            controller,
+            options,
+          );
+        }
+        const listed = await this.listParts(c, checkpoint);
+        if (listed === 'gone') {
+          const recovered = await this.recoverCompletion(
+            c,
+            checkpoint,
+            cpFile,
+            contentType,
+            controller.signal,
+          );
+          if (recovered !== undefined) return recovered;
+          // Neither an upload nor an object: the upload was aborted (say, by a lifecycle rule).
+          debug(
+            'upload %s of %s is gone and nothing was published: starting afresh',
+            checkpoint.uploadId,
+            sourcePath,
+          );
+          await removeCheckpoint(cpFile);
+          checkpoint = undefined;
+          continue;
+        }
+        const trusted = new Map<number, TrustedPart>();
+        const total = Math.ceil(checkpoint.source.size / checkpoint.partSize);
+        for (const part of checkpoint.parts) {
+          const remote = listed.get(part.number);
+          const expectedSize =
+            part.number < total
+              ? checkpoint.partSize
+              : checkpoint.source.size - (total - 1) * checkpoint.partSize;
+          if (
+            remote !== undefined &&
+            sameEtag(remote.etag, part.etag) &&
+            remote.size === expectedSize
+          ) {
+            trusted.set(part.number, { etag: part.etag, sha256: part.sha256 });
+          } else {
+            debug(
+              'part %d of upload %s is not listed as recorded: sending it again',
+              part.number,
+              checkpoint.uploadId,
+            );
+          }
+        }
+        debug(
+          'resuming upload %s of %s: %d of %d parts recorded and listed, %d listed in all',
+          checkpoint.uploadId,
+          sourcePath,
+          trusted.size,
+          total,
+          listed.size,
+        );
+        checkpoint.window = Math.max(checkpoint.window, window);
+        checkpoint.parts = checkpoint.parts.filter((p) => trusted.has(p.number));
+        return await this.runResumable(
+          c,
+          checkpoint,
+          cpFile,
+          trusted,
+          contentType,
+          window,
+          controller,
+          options,
+        );
+      }
+      throw new CheckpointError('the upload could not be restarted', cpFile);
+    } finally {
+      controller.dispose();
+      try {
+        await release();
+      } catch (error) {
+        debug('releasing the lock of %s failed: %s', cpFile, String(error));
+      }
+    }
+  }
+
+  /** Fail closed on a checkpoint that does not belong to this stage and source. */
+  private checkCheckpoint(checkpoint: Checkpoint, cpFile: string, sourcePath: string): void {
+    if (checkpoint.bucket !== this.descriptor.bucket) {
+      throw new CheckpointError(
+        `checkpoint names bucket ${checkpoint.bucket}, not this stage's`,
+        cpFile,
+      );
+    }
+    try {
+      this.contain(s3Uri(checkpoint.bucket, checkpoint.key));
+    } catch (cause) {
+      throw new CheckpointError('checkpoint key is outside this stage', cpFile, { cause });
+    }
+    if (checkpoint.source.path !== sourcePath) {
+      throw new CheckpointError(
+        `checkpoint is for ${checkpoint.source.path}, not ${sourcePath}`,
+        cpFile,
+      );
+    }
+  }
+
+  /** Every part S3 lists for the upload (all pages), or `'gone'` when the upload no longer exists. */
+  private async listParts(
+    c: Connection,
+    checkpoint: Checkpoint,
+  ): Promise<Map<number, { etag: string; size: number }> | 'gone'> {
+    const listed = new Map<number, { etag: string; size: number }>();
+    let marker: string | undefined;
+    for (;;) {
+      let out: import('@aws-sdk/client-s3').ListPartsCommandOutput;
+      try {
+        out = await c.client.send(
+          new c.sdk.ListPartsCommand({
+            Bucket: checkpoint.bucket,
+            Key: checkpoint.key,
+            UploadId: checkpoint.uploadId,
+            PartNumberMarker: marker,
+          }),
+        );
+      } catch (error) {
+        if ((error as { name?: string }).name === 'NoSuchUpload') return 'gone';
+        throw this.mapError(c, error, 'ListParts', checkpoint.key);
+      }
+      for (const part of out.Parts ?? []) {
+        if (part.PartNumber !== undefined && part.ETag !== undefined && part.Size !== undefined) {
+          listed.set(part.PartNumber, { etag: part.ETag, size: part.Size });
+        }
+      }
+      if (!out.IsTruncated) return listed;
+      const next = out.NextPartNumberMarker;
+      if (next === undefined || next === marker) {
+        throw new StoreError('ListParts is truncated but gives no next marker', {
+          uri: s3Uri(checkpoint.bucket, checkpoint.key),
+        });
+      }
+      marker = next;
+    }
+  }
+
+  private async runResumable(
+    c: Connection,
+    checkpoint: Checkpoint,
+    cpFile: string,
+    trusted: Map<number, TrustedPart>,
+    contentType: string,
+    window: number,
+    controller: AbortController & { dispose(): void },
+    options: UploadOptions,
+  ): Promise<DataLocation> {
+    const { key, uploadId } = checkpoint;
+    const uri = s3Uri(this.descriptor.bucket, key);
+    const writer = new CheckpointWriter(cpFile, checkpoint);
+    const input = await openSource(checkpoint.source.path);
+    try {
+      const result = await runParts({
+        source: input,
+        slots: new BufferSlots(this.pool, checkpoint.partSize, window),
+        partSize: checkpoint.partSize,
+        maxParts: this.maxParts,
+        controller,
+        partDigests: true,
+        trusted,
+        expectedSize: checkpoint.source.size,
+        uri,
+        sendPart: (number, bytes, signal) => this.sendPart(c, key, uploadId, number, bytes, signal),
+        onPart: async (part) => {
+          // Trusted parts are in the checkpoint already; record what was (re)sent.
+          if (part.sent)
+            await writer.record({
+              number: part.number,
+              etag: part.etag,
+              sha256: part.sha256 as string,
+            });
+        },
+        onBytes: (bytes) =>
+          options.onProgress?.({
+            operation: 'upload',
+            uri,
+            bytes,
+            totalBytes: checkpoint.source.size,
+          }),
+      });
+      await writer.flush();
+      await this.complete(c, key, uploadId, result.parts, controller.signal);
+      await removeCheckpoint(cpFile);
+      return Object.freeze({ uri, contentType, sizeBytes: result.size, sha256: result.sha256 });
+    } catch (error) {
+      if (!controller.signal.aborted) controller.abort(error);
+      const cancelled = options.signal?.aborted === true;
+      const terminal =
+        cancelled || error instanceof PartLimitExceeded || error instanceof SourceChanged;
+      if (terminal) {
+        await this.abortUpload(c, key, uploadId);
+        await removeCheckpoint(cpFile);
+      } else {
+        debug(
+          'upload %s of %s failed; checkpoint kept for a retry: %s',
+          uploadId,
+          key,
+          String(error),
+        );
+      }
+      if (cancelled && options.signal) throw abortError(options.signal);
+      throw error;
+    } finally {
+      await input.close();
+    }
+  }
+
+  /**
+   * The upload is gone: either it was completed (and the response lost) or aborted. Stream the
+   * destination once; if it exists with the source's size and SHA-256 it is ours, complete —
+   * return its location. If there is no object, return `undefined` (start afresh). Anything
+   * else fails closed and keeps the checkpoint.
+   */
+  private async recoverCompletion(
+    c: Connection,
+    checkpoint: Checkpoint,
+    cpFile: string,
+    contentType: string,
+    signal: AbortSignal,
+  ): Promise<DataLocation | undefined> {
+    const uri = s3Uri(checkpoint.bucket, checkpoint.key);
+    let out: import('@aws-sdk/client-s3').GetObjectCommandOutput;
+    try {
+      out = await c.client.send(
+        new c.sdk.GetObjectCommand({ Bucket: checkpoint.bucket, Key: checkpoint.key }),
+        {
+          abortSignal: signal,
+        },
+      );
+    } catch (error) {
+      const mapped = this.mapError(c, error, 'GetObject', checkpoint.key);
+      if (mapped.code === 'NotFound') return undefined;
+      throw mapped;
+    }
+    const remote = await digestStream(bodyOf(out, uri));
+    const local = await digestStream(createReadStream(checkpoint.source.path));
+    if (remote.size !== checkpoint.source.size || local.size !== checkpoint.source.size) {
+      throw new ObjectIntegrityError(
+        remote.size < checkpoint.source.size ? 'PrematureEof' : 'TooLong',
+        `${uri} (completed by an earlier attempt) has ${remote.size} bytes, not ${checkpoint.source.size}`,
+        { uri, expected: checkpoint.source.size, observed: remote.size },
+      );
+    }
+    if (remote.sha256 !== local.sha256) {
+      throw new ObjectIntegrityError(
+        'DigestMismatch',
+        `${uri} (completed by an earlier attempt) does not have the source's SHA-256`,
+        { uri },
+      );
+    }
+    debug('upload %s was completed by an earlier attempt; verified %s', checkpoint.uploadId, uri);
+    await removeCheckpoint(cpFile);
+    const stored = out.ContentType;
+    return Object.freeze({
+      uri,
+      contentType:
+        stored !== undefined && stored !== '' ? checkContentType(stored, uri) : contentType,
+      sizeBytes: remote.size,
+      sha256: remote.sha256,
+    });
+  }
+
+  // ---- reads -------------------------------------------------------------------------------
+
+  async open(location: DataLocation, options: ReadOptions = {}): Promise<Readable> {
+    const loc = checkDataLocation(location);
+    const key = this.keyOf(loc.uri);
+    if (options.signal?.aborted) throw abortError(options.signal);
+    const c = await this.connect();
+    let out: import('@aws-sdk/client-s3').GetObjectCommandOutput;
+    try {
+      out = await c.client.send(
+        new c.sdk.GetObjectCommand({ Bucket: this.descriptor.bucket, Key: key }),
+        {
+          abortSignal: options.signal,
+        },
+      );
+    } catch (error) {
+      if (options.signal?.aborted) throw abortError(options.signal);
+      throw this.mapError(c, error, 'GetObject', key);
+    }
+    return verifyWhole(bodyOf(out, loc.uri), {
+      uri: loc.uri,
+      expected: loc.sizeBytes,
+      sha256: loc.sha256,
+      signal: options.signal,
+    });
+  }
+
+  async openWeb(
+    location: DataLocation,
+    options: ReadOptions = {},
+  ): Promise<ReadableStream<Uint8Array>> {
+    return Readable.toWeb(await this.open(location, options)) as ReadableStream<Uint8Array>;
+  }
+
+  async openRange(
+    location: DataLocation,
+    start: number,
+    end: number,
+    options: ReadOptions = {},
+  ): Promise<Readable> {
+    const loc = checkDataLocation(location);
+    const key = this.keyOf(loc.uri);
+    checkRange(loc, start, end);
+    if (options.signal?.aborted) throw abortError(options.signal);
+    const c = await this.connect();
+    let out: import('@aws-sdk/client-s3').GetObjectCommandOutput;
+    try {
+      out = await c.client.send(
+        new c.sdk.GetObjectCommand({
+          Bucket: this.descriptor.bucket,
+          Key: key,
+          Range: `bytes=${start}-${end - 1}`,
+        }),
+        { abortSignal: options.signal },
+      );
+    } catch (error) {
+      if (options.signal?.aborted) throw abortError(options.signal);
+      throw this.mapError(c, error, 'GetObject', key);
+    }
+    const body = bodyOf(out, loc.uri);
+    const wantRange = `bytes ${start}-${end - 1}/${loc.sizeBytes}`;
+    if (out.ContentRange !== wantRange || out.ContentLength !== end - start) {
+      body.destroy();
+      throw new ObjectIntegrityError(
+        'RangeMismatch',
+        `asked ${loc.uri} for ${wantRange} (${end - start} bytes); the response declared Content-Range ${
+          out.ContentRange === undefined ? '(none)' : JSON.stringify(out.ContentRange)
+        } and Content-Length ${out.ContentLength ?? '(none)'}`,
+        { uri: loc.uri },
+      );
+    }
+    return capRange(body, { uri: loc.uri, expected: end - start, signal: options.signal });
+  }
+
+  async presign(location: DataLocation, options: PresignOptions = {}): Promise<PresignedUrl> {
+    const loc = checkDataLocation(location);
+    const key = this.keyOf(loc.uri);
+    const expiresIn = checkExpiresIn(options.expiresIn);
+    const c = await this.connect();
+    const { getSignedUrl } = await import('@aws-sdk/s3-request-presigner');
+    try {
+      const url = await getSignedUrl(
+        c.client,
+        new c.sdk.GetObjectCommand({ Bucket: this.descriptor.bucket, Key: key }),
+        { expiresIn },
+      );
+      return new PresignedUrl(url, loc.uri, new Date(Date.now() + expiresIn * 1000));
+    } catch (error) {
+      throw this.mapError(c, error, 'presign', key);
+    }
+  }
+
+  /** Drop the idle part buffers this stage keeps for its next upload. */
+  releaseBuffers(): void {
+    this.pool.clear();
+  }
+}
+
+/** An AbortController that follows `parent` until disposed. */
+function linkedController(parent: AbortSignal | undefined): AbortController & { dispose(): void } {
+  const controller = new AbortController() as AbortController & { dispose(): void };
+  if (!parent) {
+    controller.dispose = () => {};
+    return controller;
+  }
+  const onAbort = () => controller.abort(parent.reason);
+  if (parent.aborted) onAbort();
+  else parent.addEventListener('abort', onAbort, { once: true });
+  controller.dispose = () => parent.removeEventListener('abort', onAbort);
+  return controller;
+}
+
+function sameEtag(a: string, b: string): boolean {
+  const bare = (s: string) => s.replace(/^W\//, '').replace(/^"|"$/g, '');
+  return bare(a) === bare(b);
+}
+
+function bodyOf(out: { Body?: unknown }, uri: string): Readable {
+  if (out.Body instanceof Readable) return out.Body;
+  throw new StoreError('GetObject returned no readable body', { uri });
+}
+
+async function digestStream(
+  stream: AsyncIterable<Uint8Array>,
+): Promise<{ size: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let size = 0;
+  for await (const chunk of stream) {
+    hash.update(chunk);
+    size += chunk.length;
+  }
+  return { size, sha256: hash.digest('hex') };
+}

@@ -1,0 +1,159 @@
+/**
+ * {@link ManagedStage}: the one storage boundary for managed objects, with two implementations
+ * (LocalStage in local-stage.ts, S3Stage in s3-stage.ts) built from a descriptor.
+ *
+ * Every method checks what it can before any I/O, in this order: the digest (exactly 64 hex
+ * characters), then containment (the location lies inside this stage's exact root or bucket and
+ * prefix segment, and tenant child), then the range or option. Only then is storage touched.
+ *
+ * @module
+ */
+import type { Readable } from 'node:stream';
+import type { ReadableStream } from 'node:stream/web';
+import type { ProgressCallback } from '../store.js';
+import type { StageDescriptor } from './descriptor.js';
+import { InvalidRange, StageConfigError } from './errors.js';
+import type { DataLocation } from './location.js';
+import type { PresignedUrl } from './presign.js';
+
+/** What an upload reads: a local file path, a Node stream, or a web stream of bytes. */
+export type UploadSource = string | Readable | ReadableStream<Uint8Array>;
+
+/** Options of {@link ManagedStage.upload}. */
+export interface UploadOptions {
+  /** MIME type recorded in the DataLocation (and on S3 as Content-Type). Default `application/octet-stream`. */
+  contentType?: string | undefined;
+  /**
+   * Cancels the upload. Local: the `.uploading` temp file is removed (a published object never
+   * is). S3: the multipart upload is aborted (bounded: 30 s) and any checkpoint removed.
+   */
+  signal?: AbortSignal | undefined;
+  /** Cumulative bytes stored so far (`operation: 'upload'`). */
+  onProgress?: ProgressCallback | undefined;
+  /**
+   * S3, path sources only: keep a resumable checkpoint in this directory, so that a rerun after
+   * a crash uploads only the parts that are missing. Local stages ignore it (a local upload is
+   * one file write).
+   */
+  checkpointDir?: string | undefined;
+  /** S3: parts uploaded concurrently, 1..16 (default 4). Memory is `partsInFlight` × part size. */
+  partsInFlight?: number | undefined;
+}
+
+/** Options of reads. */
+export interface ReadOptions {
+  /** Cancels the read: the stream is destroyed with an AbortError. */
+  signal?: AbortSignal | undefined;
+}
+
+/** Options of {@link ManagedStage.presign}. */
+export interface PresignOptions {
+  /** Seconds the URL stays valid: an integer in 1..3600. Default 900. */
+  expiresIn?: number | undefined;
+}
+
+/**
+ * A managed stage: where managed objects are uploaded and read, with SHA-256 integrity.
+ *
+ * Guarantees shared by both implementations:
+ * - `upload` publishes an object under a fresh random key inside the stage, and nothing is
+ *   visible under that key before every byte is there; the returned DataLocation's size and
+ *   SHA-256 are those of the bytes read from the source, in order.
+ * - `open` verifies: the stream ends successfully only if the object was exactly `sizeBytes`
+ *   long and its SHA-256 matches; otherwise it fails with `ObjectIntegrityError` (`PrematureEof`
+ *   with expected/observed counts, `TooLong`, `DigestMismatch`). Memory is constant.
+ * - `openRange` reads `[start, end)` with one request (one seek locally) and ends successfully
+ *   only after exactly `end - start` bytes; it claims nothing about the whole-object digest.
+ * - Locations outside the stage are `ObjectIntegrityError('OutsideStage')` before any I/O.
+ */
+export interface ManagedStage {
+  /** `local` or `s3`. */
+  readonly kind: StageDescriptor['kind'];
+  /** The descriptor this stage was built from (credential-free; safe to print and store). */
+  readonly descriptor: StageDescriptor;
+
+  /** Upload one immutable object; see {@link UploadOptions}. */
+  upload(source: UploadSource, options?: UploadOptions): Promise<DataLocation>;
+
+  /** Open a location for a verified sequential read (see the interface comment). */
+  open(location: DataLocation, options?: ReadOptions): Promise<Readable>;
+
+  /** {@link open} as a web `ReadableStream` (the same checks; errors surface on the stream). */
+  openWeb(location: DataLocation, options?: ReadOptions): Promise<ReadableStream<Uint8Array>>;
+
+  /** Open the half-open byte range `[start, end)` of a location. */
+  openRange(
+    location: DataLocation,
+    start: number,
+    end: number,
+    options?: ReadOptions,
+  ): Promise<Readable>;
+
+  /**
+   * A time-limited GET URL for a location (S3 only; a local stage raises StageConfigError).
+   * The URL is redacted when printed, logged or serialized; call `reveal()` to use it.
+   */
+  presign(location: DataLocation, options?: PresignOptions): Promise<PresignedUrl>;
+
+  /**
+   * Check that `uri` names an object inside this stage; returns the object's key relative to
+   * the stage (below prefix and tenant). Throws `ObjectIntegrityError('OutsideStage')`. No I/O.
+   */
+  contain(uri: string): string;
+}
+
+/** Default parts in flight. */
+export const DEFAULT_PARTS_IN_FLIGHT = 4;
+/** Most parts in flight accepted. */
+export const MAX_PARTS_IN_FLIGHT = 16;
+
+/** Validate `partsInFlight` (1..16, default 4). Throws {@link StageConfigError}. */
+export function checkPartsInFlight(value: number | undefined): number {
+  const n = value ?? DEFAULT_PARTS_IN_FLIGHT;
+  if (!Number.isInteger(n) || n < 1 || n > MAX_PARTS_IN_FLIGHT) {
+    throw new StageConfigError(
+      `partsInFlight must be an integer in 1..${MAX_PARTS_IN_FLIGHT}, not ${String(value)}`,
+    );
+  }
+  return n;
+}
+
+/**
+ * Validate a half-open byte range against an object size: `0 <= start < end <= sizeBytes`, all
+ * safe integers. Throws {@link InvalidRange} (before any I/O).
+ */
+export function checkRange(location: DataLocation, start: number, end: number): void {
+  const size = location.sizeBytes;
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end)) {
+    throw new InvalidRange(`range bounds must be integers, not ${start}..${end}`, {
+      uri: location.uri,
+    });
+  }
+  if (end < start) {
+    throw new InvalidRange(`range ${start}..${end} is reversed`, { uri: location.uri });
+  }
+  if (end === start) {
+    throw new InvalidRange(`range ${start}..${end} is empty`, { uri: location.uri });
+  }
+  if (start < 0 || end > size) {
+    throw new InvalidRange(`range ${start}..${end} is outside the object's 0..${size}`, {
+      uri: location.uri,
+    });
+  }
+}
+
+/** Default presign lifetime in seconds. */
+export const DEFAULT_PRESIGN_SECONDS = 900;
+/** Longest presign lifetime in seconds (one hour). */
+export const MAX_PRESIGN_SECONDS = 3600;
+
+/** Validate `expiresIn` (1..3600 seconds, default 900). Throws {@link StageConfigError}. */
+export function checkExpiresIn(value: number | undefined): number {
+  const n = value ?? DEFAULT_PRESIGN_SECONDS;
+  if (!Number.isInteger(n) || n < 1 || n > MAX_PRESIGN_SECONDS) {
+    throw new StageConfigError(
+      `expiresIn must be an integer number of seconds in 1..${MAX_PRESIGN_SECONDS}, not ${String(value)}`,
+    );
+  }
+  return n;
+}

@@ -1,0 +1,135 @@
+/**
+ * The verifying wrappers every read goes through.
+ *
+ * {@link verifyWhole} caps a backend stream at the declared size, hashes exactly the bytes it
+ * delivers, and treats any byte beyond the cap as proof that the object is too long (the
+ * backend is asked for at least one byte more than declared, so a long object always shows
+ * one). At the backend's end it decides: fewer bytes than declared is `PrematureEof` (with
+ * expected and observed counts), a digest other than the declared one is `DigestMismatch`.
+ * Only then does the stream end successfully — verification is a property of EOF, and a reader
+ * that stops early has been promised nothing.
+ *
+ * {@link capRange} does the same for a byte range, without a digest: exactly `end - start`
+ * bytes, else `PrematureEof` or `TooLong`.
+ *
+ * Both are `Transform`s joined to the backend by `stream.pipeline`, so a failure on either side
+ * destroys the other, an integrity error is the stream's own error (and `pipeline` or
+ * `for await` rejects with it), and memory stays at the streams' high-water marks.
+ *
+ * @module
+ */
+import { createHash, type Hash } from 'node:crypto';
+import { pipeline, type Readable, Transform, type TransformCallback } from 'node:stream';
+import { ObjectIntegrityError } from '../errors.js';
+import { abortError } from './errors.js';
+
+interface CapOptions {
+  uri: string;
+  /** Bytes the stream must deliver. */
+  expected: number;
+  /** Lowercase hex SHA-256 the delivered bytes must have; omit for ranges. */
+  sha256?: string | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+class CappedVerifier extends Transform {
+  private delivered = 0;
+  private readonly hash: Hash | undefined;
+  constructor(private readonly options: CapOptions) {
+    super();
+    this.hash = options.sha256 === undefined ? undefined : createHash('sha256');
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    const { expected, uri } = this.options;
+    const room = expected - this.delivered;
+    if (chunk.length > room) {
+      // Deliver nothing beyond the cap: the excess only proves the object is too long.
+      if (room > 0) this.deliver(chunk.subarray(0, room));
+      callback(
+        new ObjectIntegrityError('TooLong', `${uri} has more than the declared ${expected} bytes`, {
+          uri,
+          expected,
+          observed: this.delivered + (chunk.length - room),
+        }),
+      );
+      return;
+    }
+    this.deliver(chunk);
+    callback();
+  }
+
+  private deliver(bytes: Buffer): void {
+    this.delivered += bytes.length;
+    this.hash?.update(bytes);
+    this.push(bytes);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    const { expected, uri, sha256 } = this.options;
+    if (this.delivered < expected) {
+      callback(
+        new ObjectIntegrityError(
+          'PrematureEof',
+          `${uri} ended after ${this.delivered} of ${expected} bytes`,
+          { uri, expected, observed: this.delivered },
+        ),
+      );
+      return;
+    }
+    if (this.hash !== undefined && sha256 !== undefined) {
+      const actual = this.hash.digest('hex');
+      if (actual !== sha256) {
+        callback(
+          new ObjectIntegrityError(
+            'DigestMismatch',
+            `${uri} has SHA-256 ${actual}, not the declared ${sha256}`,
+            { uri },
+          ),
+        );
+        return;
+      }
+    }
+    callback();
+  }
+}
+
+function join(
+  backend: Readable,
+  verifier: CappedVerifier,
+  signal: AbortSignal | undefined,
+): Readable {
+  pipeline(backend, verifier, () => {
+    // pipeline has already destroyed both streams with the first error; the consumer sees it
+    // on `verifier`. Nothing more to do here.
+  });
+  if (signal) {
+    const onAbort = () => verifier.destroy(abortError(signal));
+    if (signal.aborted) onAbort();
+    else {
+      signal.addEventListener('abort', onAbort, { once: true });
+      verifier.once('close', () => signal.removeEventListener('abort', onAbort));
+    }
+  }
+  return verifier;
+}
+
+/**
+ * Wrap the stream of a whole object: cap at `expected` bytes, hash, and fail at EOF unless the
+ * object was exactly `expected` bytes with SHA-256 `sha256` (see the module comment). The
+ * backend must be able to deliver at least `expected + 1` bytes of a longer object.
+ */
+export function verifyWhole(
+  backend: Readable,
+  options: { uri: string; expected: number; sha256: string; signal?: AbortSignal | undefined },
+): Readable {
+  return join(backend, new CappedVerifier(options), options.signal);
+}
+
+/** Wrap the stream of a byte range: exactly `expected` bytes, else `PrematureEof`/`TooLong`. */
+export function capRange(
+  backend: Readable,
+  options: { uri: string; expected: number; signal?: AbortSignal | undefined },
+): Readable {
+  return join(backend, new CappedVerifier(options), options.signal);
+}
