@@ -195,9 +195,6 @@ export async function branchFrom(
   const { signal } = options;
   if (store.offline) throw new OfflineMiss(`offline: branch ${branchUri} needs the store`);
   const wanted = await resolveSource(store, bucket, source, signal);
-  if (wanted.folder.startsWith(branch)) {
-    throw new UriError(`branch ${branchUri} cannot be copied from inside itself`, { uri: where });
-  }
   const mode = await store._createMode(bucket);
   if (mode === 'none') throw noCreateError(store, bucket, `branch ${branchUri}`);
 
