@@ -46,7 +46,6 @@ import {
 } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import envPaths from 'env-paths';
 import lockfile from 'proper-lockfile';
 import { StoreError, UriError } from '../errors.js';
@@ -254,12 +253,12 @@ export class Cache {
     const handle = await open(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o644);
     let written = 0;
     try {
-      const out = handle.createWriteStream({ autoClose: false });
-      body.on('data', (chunk: Buffer) => {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        signal?.throwIfAborted();
+        await handle.write(chunk);
         written += chunk.length;
         onBytes?.(chunk.length);
-      });
-      await pipeline(body, out, signal ? { signal } : {});
+      }
       if (written !== expectedSize) {
         throw new StoreError(
           `download ended after ${written} of ${expectedSize} bytes; nothing was cached`,

@@ -53,8 +53,8 @@ export function storeSuite(target: ConformanceTarget): void {
       for (const k of ['b.csv', 'a.csv', 'z/1.txt', 'z/deep/2.csv', 'm/3.csv']) {
         await store.put(url(p, k), Buffer.from(k));
       }
-      // A folder marker (a key ending '/') is not a file.
-      await store._put(target.bucket, `${p}z/`, Buffer.alloc(0));
+      // A folder marker (a key ending '/', as S3 consoles make) is not a file.
+      if (target.flags.hostileKeys) await store._put(target.bucket, `${p}z/`, Buffer.alloc(0));
       const level = await store.list(url(p, ''));
       expect(level.map((e) => [e.kind, e.uri.toString()])).toEqual([
         ['file', url(p, 'a.csv')],
