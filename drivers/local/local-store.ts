@@ -1,0 +1,871 @@
+/**
+ * {@link LocalStore}: the embedded object store behind `local://bucket/key`.
+ *
+ * Buckets are folders under a root directory; every bucket keeps versions (every write adds a
+ * version, a delete adds a delete marker), so pin, commit and branch work on a fresh machine with
+ * no server. The on-disk layout is described in `./layout.ts`.
+ *
+ * Concurrency, across any number of processes sharing the root:
+ * - Bytes are written to a temp file inside the key's directory and fsynced *before* anything
+ *   else; a version becomes visible only by `rename`, so a reader never sees a partial object.
+ * - Publishing (choosing the version ID and renaming) happens under a per-key lock directory
+ *   (proper-lockfile: `mkdir` is atomic; a lock left by a crashed process goes stale after 10 s).
+ *   The lock is held only for a `readdir` and a `rename`, never while bytes are copied. It makes
+ *   version IDs grow in the order writes finish and makes `_create` (check "no current object",
+ *   then publish) atomic: exactly one of several racing creators wins.
+ * - Version files are immutable once published and never removed, so readers take no lock: the
+ *   newest version of a key is the largest file name in its directory.
+ *
+ * Byte ranges follow S3: a range whose start is at or past the end of the object is refused
+ * (`StoreError`, status 416); an end past the object is clamped to its size, and `contentRange`
+ * / `contentLength` say what was actually sent (`bytes start-(size-1)/size`), so a caller that
+ * checks them (as managed-object reads do) sees the difference.
+ *
+ * The store keeps no content type. Keys are limited to 1,024 UTF-8 bytes, like S3.
+ *
+ * @module
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { constants as fsConstants } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { addAbortSignal, type Readable } from 'node:stream';
+import { debuglog } from 'node:util';
+import envPaths from 'env-paths';
+import lockfile from 'proper-lockfile';
+import type {
+  Capabilities,
+  GetOptions,
+  GetResult,
+  ListPage,
+  ObjectInfo,
+  PagesOptions,
+  PutOptions,
+  PutSource,
+  SignalOptions,
+  VersionRecord,
+} from '../../src/driver.js';
+import { Exists, isAbort, NotFound, ProvcatError, StoreError, UriError } from '../../src/errors.js';
+import { ObjectStore } from '../../src/object-store.js';
+import type { StoreOptions } from '../../src/store.js';
+import { encodeSegment, segmentProblem, Uri } from '../../src/uri.js';
+import {
+  type EntryKind,
+  entryName,
+  isVersionId,
+  MAX_KEY_BYTES,
+  NAME_FILE,
+  nextVersionId,
+  parseEntryName,
+  parseVersionFile,
+  timeOf,
+  type VersionFile,
+  versionFileName,
+} from './layout.js';
+
+const debug = debuglog('provcat:local');
+
+/** Keys whose version directories a listing reads at once. */
+const LIST_BATCH = 64;
+/** Default (and largest useful) page size of `_pages`, as on S3. */
+const DEFAULT_PAGE = 1000;
+/** How long a writer waits for a key's lock: longer than the 10 s after which a lock is stale. */
+const LOCK_RETRIES = { retries: 80, factor: 1.2, minTimeout: 2, maxTimeout: 250, randomize: true };
+
+/** Options of {@link LocalStore}. */
+export interface LocalStoreOptions extends StoreOptions {
+  /** The directory holding the buckets. Default: {@link defaultLocalRoot}. */
+  root?: string | undefined;
+}
+
+/**
+ * The default root of the local store: `PROVCAT_LOCAL_ROOT` when set and not empty, else
+ * env-paths' data directory for `provcat`. Always absolute.
+ */
+export function defaultLocalRoot(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env.PROVCAT_LOCAL_ROOT;
+  return path.resolve(
+    fromEnv !== undefined && fromEnv !== '' ? fromEnv : envPaths('provcat', { suffix: '' }).data,
+  );
+}
+
+/** Where a key lives on disk. */
+interface KeyPath {
+  /** `local://bucket/key`, for messages and errors. */
+  uri: string;
+  /** The object's directory (holding its versions). */
+  dir: string;
+  /** Every directory from the bucket down to `dir` whose name is hashed (needs `.name`). */
+  hashed: { dir: string; segment: string }[];
+}
+
+/** One entry of a folder directory, decoded. */
+interface Child {
+  kind: EntryKind;
+  segment: string;
+  path: string;
+  /** The sort key: the segment's UTF-8 bytes, plus `/` for a folder. */
+  sort: Buffer;
+}
+
+/** What the walk of a listing yields: an object directory, or (one level) a folder. */
+interface WalkItem {
+  kind: EntryKind;
+  /** The object's key, or the folder's prefix (ending in `/`). */
+  key: string;
+  path: string;
+}
+
+/**
+ * The embedded, versioned object store serving `local://` (see the module comment).
+ *
+ * Guarantees: writes are atomic and durable (fsync of the file and its directory before a call
+ * returns); every write keeps the earlier versions; version IDs of a key grow in the order its
+ * writes completed, across processes; `_create` has exactly one winner among concurrent callers;
+ * listings are in UTF-8 byte order, like S3. Nothing is ever written outside `root`.
+ */
+export class LocalStore extends ObjectStore {
+  readonly scheme = 'local';
+  readonly driver = 'local';
+  readonly capabilities: Capabilities = { versions: true, ranges: true };
+  /** The absolute directory holding the buckets. */
+  readonly root: string;
+
+  /** A store over `options.root` (default {@link defaultLocalRoot}). Touches no file. */
+  constructor(options: LocalStoreOptions = {}) {
+    super(options);
+    this.root = path.resolve(options.root ?? defaultLocalRoot());
+  }
+
+  /**
+   * Create a bucket (and the root) if it does not exist yet. Idempotent. Every local bucket keeps
+   * versions, so `versioning` is accepted and ignored.
+   */
+  override async makeBucket(
+    bucket: string,
+    _options: { versioning?: boolean } = {},
+  ): Promise<void> {
+    const dir = this.#bucketDir(bucket);
+    try {
+      await fs.mkdir(dir, { recursive: true });
+    } catch (error) {
+      throw fsError(error, `cannot create bucket local://${bucket}`, `local://${bucket}/`);
+    }
+  }
+
+  // ---- core primitives -------------------------------------------------------------------
+
+  override async _head(bucket: string, key: string, options?: SignalOptions): Promise<ObjectInfo> {
+    options?.signal?.throwIfAborted();
+    const where = this.#keyPath(bucket, key, 'read');
+    return infoOf(key, await this.#current(where));
+  }
+
+  override async *_pages(
+    bucket: string,
+    prefix: string,
+    options: PagesOptions = {},
+  ): AsyncIterable<ListPage> {
+    const { delimiter, signal } = options;
+    const limit = options.limit ?? DEFAULT_PAGE;
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new RangeError(`a page limit is a positive integer, not ${limit}`);
+    }
+    if (delimiter !== undefined && delimiter !== '/') {
+      throw new StoreError(`the local store lists with delimiter '/' or none, not '${delimiter}'`);
+    }
+    const start = this.#listStart(bucket, prefix);
+    if (start === undefined) return;
+    const walk = this.#walk(start.dir, start.keyPrefix, start.partial, delimiter === undefined);
+    let page: ListPage = { prefixes: [], objects: [] };
+    let count = 0;
+    for await (const entry of mapOrdered(walk, (item) => this.#describe(item), signal)) {
+      if (entry === undefined) continue;
+      if (typeof entry === 'string') page.prefixes.push(entry);
+      else page.objects.push(entry);
+      if (++count === limit) {
+        yield page;
+        page = { prefixes: [], objects: [] };
+        count = 0;
+      }
+    }
+    if (count > 0) yield page;
+  }
+
+  override async _get(bucket: string, key: string, options: GetOptions = {}): Promise<GetResult> {
+    options.signal?.throwIfAborted();
+    const where = this.#keyPath(bucket, key, 'read');
+    return this.#open(key, where, await this.#current(where), options);
+  }
+
+  override async _put(
+    bucket: string,
+    key: string,
+    source: PutSource,
+    options: PutOptions = {},
+  ): Promise<ObjectInfo> {
+    options.signal?.throwIfAborted();
+    const where = this.#keyPath(bucket, key, 'write');
+    await this.#makeKeyDir(where);
+    const temp = await this.#writeTemp(where, source, options);
+    try {
+      const published = await this.#locked(where, options.signal, async () =>
+        this.#publish(where, temp.path, temp.size, temp.md5),
+      );
+      this.#trace(`put ${where.uri} ${published.versionId} (${temp.size} bytes)`);
+      return infoOf(key, published);
+    } catch (error) {
+      await this.#removeTemp(temp.path);
+      throw error;
+    }
+  }
+
+  override async _delete(bucket: string, key: string, options?: SignalOptions): Promise<void> {
+    options?.signal?.throwIfAborted();
+    const where = this.#keyPath(bucket, key, 'read');
+    await this.#current(where); // NotFound before taking a lock in a directory that may not exist
+    await this.#locked(where, options?.signal, async () => {
+      const newest = await this.#newest(where);
+      if (newest === undefined || newest.size === null) {
+        throw new NotFound(`${where.uri} not found`, { uri: where.uri });
+      }
+      const name = versionFileName(nextVersionId(newest), null);
+      try {
+        await fs.writeFile(path.join(where.dir, name), '', { flag: 'wx' });
+      } catch (error) {
+        throw fsError(error, `cannot delete ${where.uri}`, where.uri);
+      }
+      await syncDir(where.dir, where.uri);
+      this.#trace(`delete ${where.uri}: marker ${name}`);
+    });
+  }
+
+  // ---- version primitives --------------------------------------------------------------
+
+  override async _versionOf(bucket: string, key: string, options?: SignalOptions): Promise<string> {
+    return (await this._head(bucket, key, options)).version;
+  }
+
+  override async *_history(
+    bucket: string,
+    prefix: string,
+    options: SignalOptions = {},
+  ): AsyncIterable<VersionRecord> {
+    const start = this.#listStart(bucket, prefix);
+    if (start === undefined) return;
+    const walk = this.#walk(start.dir, start.keyPrefix, start.partial, true);
+    const keys = mapOrdered(
+      walk,
+      async (item) => ({ key: item.key, versions: await this.#versions(item.path, item.key) }),
+      options.signal,
+    );
+    for await (const { key, versions } of keys) {
+      for (let i = versions.length - 1; i >= 0; i--) {
+        const v = versions[i] as VersionFile;
+        yield {
+          key,
+          versionId: v.versionId,
+          size: v.size,
+          current: i === versions.length - 1,
+          etag: v.md5 === undefined ? undefined : `"${v.md5}"`,
+          lastModified: timeOf(v),
+        };
+      }
+    }
+  }
+
+  override async _headVersion(
+    bucket: string,
+    key: string,
+    versionId: string,
+    options?: SignalOptions,
+  ): Promise<ObjectInfo> {
+    options?.signal?.throwIfAborted();
+    const where = this.#keyPath(bucket, key, 'read');
+    return infoOf(key, await this.#version(where, versionId));
+  }
+
+  override async _getVersion(
+    bucket: string,
+    key: string,
+    versionId: string,
+    options: GetOptions = {},
+  ): Promise<GetResult> {
+    options.signal?.throwIfAborted();
+    const where = this.#keyPath(bucket, key, 'read');
+    return this.#open(key, where, await this.#version(where, versionId), options);
+  }
+
+  override async _create(
+    bucket: string,
+    key: string,
+    body: Uint8Array,
+    options: SignalOptions = {},
+  ): Promise<ObjectInfo> {
+    options.signal?.throwIfAborted();
+    const where = this.#keyPath(bucket, key, 'write');
+    await this.#makeKeyDir(where);
+    const temp = await this.#writeTemp(where, body, { signal: options.signal });
+    try {
+      const published = await this.#locked(where, options.signal, async () => {
+        const newest = await this.#newest(where);
+        if (newest !== undefined && newest.size !== null) {
+          throw new Exists(`${where.uri} exists (version ${newest.versionId})`, { uri: where.uri });
+        }
+        return this.#publish(where, temp.path, temp.size, temp.md5);
+      });
+      this.#trace(`create ${where.uri} ${published.versionId}`);
+      return infoOf(key, published);
+    } catch (error) {
+      await this.#removeTemp(temp.path);
+      throw error;
+    }
+  }
+
+  override async _copy(
+    bucket: string,
+    key: string,
+    versionId: string | undefined,
+    toKey: string,
+    options: SignalOptions = {},
+  ): Promise<ObjectInfo> {
+    options.signal?.throwIfAborted();
+    const from = this.#keyPath(bucket, key, 'read');
+    const source =
+      versionId === undefined ? await this.#current(from) : await this.#version(from, versionId);
+    const to = this.#keyPath(bucket, toKey, 'write');
+    await this.#makeKeyDir(to);
+    const sourcePath = path.join(from.dir, source.name);
+    const temp = path.join(to.dir, tempName());
+    await this.#linkOrCopy(sourcePath, temp, from.uri, to.uri);
+    try {
+      const published = await this.#locked(to, options.signal, async () =>
+        this.#publish(to, temp, source.size as number, source.md5 as string),
+      );
+      this.#trace(`copy ${from.uri}@${source.versionId} -> ${to.uri} ${published.versionId}`);
+      return infoOf(toKey, published);
+    } catch (error) {
+      await this.#removeTemp(temp);
+      throw error;
+    }
+  }
+
+  // ---- paths -----------------------------------------------------------------------------
+
+  /** The bucket's directory; `UriError` for a name a URI cannot hold (so none can escape root). */
+  #bucketDir(bucket: string): string {
+    Uri.fromKey(this.scheme, bucket, ''); // validates the bucket name, throws UriError
+    return this.#inside(path.join(this.root, bucket));
+  }
+
+  /**
+   * Where a key lives. A key the store cannot hold is a `UriError` for a write and a `NotFound`
+   * for a read (no such object can exist).
+   */
+  #keyPath(bucket: string, key: string, mode: 'read' | 'write'): KeyPath {
+    const bucketDir = this.#bucketDir(bucket);
+    const uri = uriOf(bucket, key);
+    const problem = keyProblem(key);
+    if (problem !== undefined) {
+      if (mode === 'read') throw new NotFound(`${uri} not found (${problem})`, { uri });
+      throw new UriError(`the local store cannot hold key ${JSON.stringify(key)}: ${problem}`, {
+        uri,
+      });
+    }
+    const segments = key.split('/');
+    const hashed: KeyPath['hashed'] = [];
+    let dir = bucketDir;
+    segments.forEach((segment, i) => {
+      const entry = entryName(i === segments.length - 1 ? 'object' : 'folder', segment);
+      dir = path.join(dir, entry.name);
+      if (entry.hashed) hashed.push({ dir, segment });
+    });
+    return { uri, dir: this.#inside(dir), hashed };
+  }
+
+  /** Where a listing under `prefix` starts, or `undefined` when no key can match it. */
+  #listStart(
+    bucket: string,
+    prefix: string,
+  ): { dir: string; keyPrefix: string; partial: string } | undefined {
+    let dir = this.#bucketDir(bucket);
+    const cut = prefix.lastIndexOf('/');
+    const keyPrefix = prefix.slice(0, cut + 1);
+    const folders = cut < 0 ? [] : prefix.slice(0, cut).split('/');
+    for (const segment of folders) {
+      if (segmentProblem(segment) !== undefined) return undefined;
+      dir = path.join(dir, entryName('folder', segment).name);
+    }
+    return { dir: this.#inside(dir), keyPrefix, partial: prefix.slice(cut + 1) };
+  }
+
+  /** Defence in depth: `p` itself, after checking it is below the root. */
+  #inside(p: string): string {
+    const rel = path.relative(this.root, p);
+    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) {
+      throw new UriError(`refusing a path outside the local root: ${p}`);
+    }
+    return p;
+  }
+
+  /** Create the key's directory and the `.name` files of hashed directories on the way. */
+  async #makeKeyDir(where: KeyPath): Promise<void> {
+    try {
+      await fs.mkdir(where.dir, { recursive: true });
+      for (const { dir, segment } of where.hashed) {
+        const file = path.join(dir, NAME_FILE);
+        if ((await this.#readNameFile(dir)) === segment) continue;
+        const temp = path.join(dir, tempName());
+        await fs.writeFile(temp, segment, { flag: 'wx' });
+        await fs.rename(temp, file);
+      }
+    } catch (error) {
+      throw fsError(error, `cannot create the folders of ${where.uri}`, where.uri);
+    }
+  }
+
+  /** The segment a hashed directory holds, or `undefined` while it has no `.name` yet. */
+  async #readNameFile(dir: string): Promise<string | undefined> {
+    try {
+      return await fs.readFile(path.join(dir, NAME_FILE), 'utf8');
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return undefined;
+      throw fsError(error, `cannot read ${path.join(dir, NAME_FILE)}`);
+    }
+  }
+
+  // ---- versions --------------------------------------------------------------------------
+
+  /** Every version of a key, oldest first; empty when the key never existed. */
+  async #versions(dir: string, what: string): Promise<VersionFile[]> {
+    const out: VersionFile[] = [];
+    for (const name of await this.#versionNames(dir, what)) {
+      const v = parseVersionFile(name);
+      if (v !== undefined) out.push(v);
+    }
+    return out.sort((a, b) => (a.versionId < b.versionId ? -1 : 1));
+  }
+
+  /** The newest version (maybe a delete marker), or `undefined` when there is none. */
+  async #newest(where: KeyPath): Promise<VersionFile | undefined> {
+    return newestOf(await this.#versionNames(where.dir, where.uri));
+  }
+
+  /** The current version with bytes; `NotFound` when absent or deleted. */
+  async #current(where: KeyPath): Promise<VersionFile> {
+    const v = await this.#newest(where);
+    if (v === undefined) throw new NotFound(`${where.uri} not found`, { uri: where.uri });
+    if (v.size === null) {
+      throw new NotFound(`${where.uri} not found (deleted)`, { uri: where.uri });
+    }
+    return v;
+  }
+
+  /** One version with bytes; `NotFound` for an unknown ID or a delete marker. */
+  async #version(where: KeyPath, versionId: string): Promise<VersionFile> {
+    const uri = `${where.uri}?at=version:${encodeURIComponent(versionId)}`;
+    const v = isVersionId(versionId)
+      ? (await this.#versions(where.dir, where.uri)).find((x) => x.versionId === versionId)
+      : undefined;
+    if (v === undefined) throw new NotFound(`${uri} not found`, { uri });
+    if (v.size === null) throw new NotFound(`${uri} is a delete marker`, { uri });
+    return v;
+  }
+
+  /** The raw names of a key's directory (empty when it does not exist). */
+  async #versionNames(dir: string, what: string): Promise<string[]> {
+    try {
+      return await fs.readdir(dir);
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return [];
+      throw fsError(error, `cannot read the versions of ${what}`, what);
+    }
+  }
+
+  // ---- writing ---------------------------------------------------------------------------
+
+  /** Stream `source` into a new temp file in the key's directory, hashing and fsyncing it. */
+  async #writeTemp(
+    where: KeyPath,
+    source: PutSource,
+    options: PutOptions,
+  ): Promise<{ path: string; size: number; md5: string }> {
+    const { signal, onProgress } = options;
+    const chunks = await openSource(source, signal);
+    const temp = path.join(where.dir, tempName());
+    let handle: fs.FileHandle;
+    try {
+      handle = await fs.open(temp, 'wx');
+    } catch (error) {
+      chunks.destroy?.();
+      throw fsError(error, `cannot write ${where.uri}`, where.uri);
+    }
+    const hash = createHash('md5');
+    let size = 0;
+    try {
+      for await (const chunk of chunks.iterable) {
+        signal?.throwIfAborted();
+        await writeAll(handle, chunk);
+        hash.update(chunk);
+        size += chunk.length;
+        onProgress?.(size);
+      }
+      if (options.size !== undefined && options.size !== size) {
+        throw new StoreError(
+          `the source of ${where.uri} gave ${size} bytes, not the ${options.size} announced`,
+          { uri: where.uri },
+        );
+      }
+      await handle.sync();
+    } catch (error) {
+      chunks.destroy?.();
+      await handle.close();
+      await this.#removeTemp(temp);
+      throw fsError(error, `cannot write ${where.uri}`, where.uri);
+    }
+    await handle.close();
+    return { path: temp, size, md5: hash.digest('hex') };
+  }
+
+  /** Under the key's lock: give the temp file the next version ID and make it visible. */
+  async #publish(where: KeyPath, temp: string, size: number, md5: string): Promise<VersionFile> {
+    const versionId = nextVersionId(await this.#newest(where));
+    const name = versionFileName(versionId, size, md5);
+    try {
+      await fs.rename(temp, path.join(where.dir, name));
+    } catch (error) {
+      throw fsError(error, `cannot publish ${where.uri}`, where.uri);
+    }
+    await syncDir(where.dir, where.uri);
+    return parseVersionFile(name) as VersionFile;
+  }
+
+  /** A hard link of an immutable version (or a copy where links do not work) at `temp`. */
+  async #linkOrCopy(source: string, temp: string, from: string, to: string): Promise<void> {
+    try {
+      await fs.link(source, temp);
+      return;
+    } catch (error) {
+      const code = errorCode(error);
+      if (code !== 'EXDEV' && code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EMLINK') {
+        throw fsError(error, `cannot copy ${from} to ${to}`, to);
+      }
+      this.#trace(`link ${source} failed (${code}); copying the bytes instead`);
+    }
+    try {
+      await fs.copyFile(source, temp, fsConstants.COPYFILE_EXCL);
+      const handle = await fs.open(temp, 'r+');
+      try {
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    } catch (error) {
+      await this.#removeTemp(temp);
+      throw fsError(error, `cannot copy ${from} to ${to}`, to);
+    }
+  }
+
+  /** Remove a temp file after a failure; a failure to remove it is logged, not raised. */
+  async #removeTemp(temp: string): Promise<void> {
+    try {
+      await fs.rm(temp, { force: true });
+    } catch (error) {
+      this.#trace(`cannot remove temp file ${temp}: ${String(error)}`);
+    }
+  }
+
+  /** Run `fn` holding the key's writer lock (see the module comment). */
+  async #locked<T>(
+    where: KeyPath,
+    signal: AbortSignal | undefined,
+    fn: () => Promise<T>,
+  ): Promise<T> {
+    signal?.throwIfAborted();
+    let release: () => Promise<void>;
+    try {
+      release = await lockfile.lock(where.dir, {
+        realpath: false,
+        lockfilePath: path.join(where.dir, '.lock'),
+        retries: LOCK_RETRIES,
+        onCompromised: (error) => {
+          // Version IDs stay unique (random part); only the order of racing writes may suffer.
+          this.#trace(`lock of ${where.uri} compromised: ${String(error)}`);
+        },
+      });
+    } catch (error) {
+      throw new StoreError(`cannot lock ${where.uri} for writing`, {
+        uri: where.uri,
+        cause: error,
+      });
+    }
+    try {
+      signal?.throwIfAborted();
+      return await fn();
+    } finally {
+      try {
+        await release();
+      } catch (error) {
+        // The write itself is done (or failed on its own); a lock left behind goes stale.
+        this.#trace(`cannot release the lock of ${where.uri}: ${String(error)}`);
+      }
+    }
+  }
+
+  // ---- reading ---------------------------------------------------------------------------
+
+  /** Open one version as a stream, honouring a byte range the way S3 does. */
+  async #open(
+    key: string,
+    where: KeyPath,
+    v: VersionFile,
+    options: GetOptions,
+  ): Promise<GetResult> {
+    const info = infoOf(key, v);
+    const size = info.size;
+    let range: { start: number; end: number } | undefined;
+    if (options.range !== undefined) {
+      const { start, end } = options.range;
+      if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end <= start) {
+        throw new StoreError(`invalid byte range [${start}, ${end}) for ${where.uri}`, {
+          uri: where.uri,
+          status: 416,
+        });
+      }
+      if (start >= size) {
+        throw new StoreError(
+          `byte range [${start}, ${end}) starts at or past the end of ${where.uri} (${size} bytes)`,
+          { uri: where.uri, status: 416 },
+        );
+      }
+      range = { start, end: Math.min(end, size) };
+    }
+    let handle: fs.FileHandle;
+    try {
+      handle = await fs.open(path.join(where.dir, v.name), 'r');
+    } catch (error) {
+      throw fsError(error, `cannot read ${where.uri}`, where.uri);
+    }
+    const body: Readable = range
+      ? handle.createReadStream({ start: range.start, end: range.end - 1 })
+      : handle.createReadStream();
+    if (options.signal !== undefined) addAbortSignal(options.signal, body);
+    if (range === undefined) return { body, info, contentLength: size };
+    return {
+      body,
+      info,
+      contentLength: range.end - range.start,
+      contentRange: `bytes ${range.start}-${range.end - 1}/${size}`,
+    };
+  }
+
+  /** The decoded entries of a folder directory, in listing (byte) order. */
+  async #children(dir: string): Promise<Child[]> {
+    let names: string[];
+    try {
+      names = await fs.readdir(dir);
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return [];
+      throw fsError(error, `cannot list ${dir}`);
+    }
+    const out: Child[] = [];
+    for (const name of names) {
+      const parsed = parseEntryName(name);
+      if (parsed === undefined) {
+        if (name !== NAME_FILE) this.#trace(`ignoring ${path.join(dir, name)}: not a store entry`);
+        continue;
+      }
+      const child = path.join(dir, name);
+      let segment: string | undefined;
+      if (parsed.hashed) {
+        segment = await this.#readNameFile(child);
+        if (segment === undefined || entryName(parsed.kind, segment).name !== name) {
+          this.#trace(`ignoring ${child}: its ${NAME_FILE} is missing or does not match`);
+          continue;
+        }
+      } else segment = parsed.segment;
+      const sort = Buffer.from(parsed.kind === 'folder' ? `${segment}/` : segment, 'utf8');
+      out.push({ kind: parsed.kind, segment, path: child, sort });
+    }
+    return out.sort((a, b) => Buffer.compare(a.sort, b.sort));
+  }
+
+  /**
+   * Objects (and, unless `recursive`, folders) under `dir` whose segment starts with `partial`,
+   * in UTF-8 byte order of their keys. Depth-first with sorted siblings gives global byte order:
+   * every key below folder `x/` shares the prefix `x/`, and no sibling's key sorts between them.
+   */
+  async *#walk(
+    dir: string,
+    keyPrefix: string,
+    partial: string,
+    recursive: boolean,
+  ): AsyncGenerator<WalkItem> {
+    for (const child of await this.#children(dir)) {
+      if (!child.segment.startsWith(partial)) continue;
+      const key = keyPrefix + child.segment;
+      if (child.kind === 'object') yield { kind: 'object', key, path: child.path };
+      else if (recursive) yield* this.#walk(child.path, `${key}/`, '', true);
+      else yield { kind: 'folder', key: `${key}/`, path: child.path };
+    }
+  }
+
+  /** A walk item as a listing shows it: an object's info, a folder's prefix, or nothing. */
+  async #describe(item: WalkItem): Promise<ObjectInfo | string | undefined> {
+    if (item.kind === 'folder') return (await this.#hasCurrent(item.path)) ? item.key : undefined;
+    const v = newestOf(await this.#versionNames(item.path, item.key));
+    return v === undefined || v.size === null ? undefined : infoOf(item.key, v);
+  }
+
+  /** True when some key below the folder directory `dir` has a current (undeleted) object. */
+  async #hasCurrent(dir: string): Promise<boolean> {
+    for (const child of await this.#children(dir)) {
+      if (child.kind === 'folder') {
+        if (await this.#hasCurrent(child.path)) return true;
+        continue;
+      }
+      const v = newestOf(await this.#versionNames(child.path, child.path));
+      if (v !== undefined && v.size !== null) return true;
+    }
+    return false;
+  }
+
+  /** Debug log: `NODE_DEBUG=provcat:local`, and the store's logger if one was given. */
+  #trace(message: string): void {
+    debug('%s', message);
+    this.log(`local: ${message}`);
+  }
+}
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+/**
+ * The one place fs errors become provcat errors: `ENOENT` is `NotFound`, anything else a
+ * `StoreError` with the fs error as `cause`. Provcat errors and aborts pass through unchanged.
+ */
+function fsError(error: unknown, message: string, uri?: string): Error {
+  if (error instanceof ProvcatError || isAbort(error)) return error as Error;
+  const code = errorCode(error);
+  if (code === 'ENOENT') return new NotFound(`${message}: not found`, { uri, cause: error });
+  return new StoreError(`${message}: ${code ?? String(error)}`, { uri, cause: error });
+}
+
+function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** Why the local store cannot hold `key`, or `undefined` when it can. */
+function keyProblem(key: string): string | undefined {
+  if (key === '') return 'empty key';
+  if (Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) return `longer than ${MAX_KEY_BYTES} bytes`;
+  for (const segment of key.split('/')) {
+    const problem = segmentProblem(segment);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+function uriOf(bucket: string, key: string): string {
+  return `local://${bucket}/${key.split('/').map(encodeSegment).join('/')}`;
+}
+
+function tempName(): string {
+  return `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
+}
+
+/** The newest version among directory entry names (the largest version ID). */
+function newestOf(names: string[]): VersionFile | undefined {
+  let best: VersionFile | undefined;
+  for (const name of names) {
+    const v = parseVersionFile(name);
+    if (v !== undefined && (best === undefined || v.versionId > best.versionId)) best = v;
+  }
+  return best;
+}
+
+function infoOf(key: string, v: VersionFile): ObjectInfo {
+  return {
+    key,
+    size: v.size as number,
+    version: v.versionId,
+    versionId: v.versionId,
+    etag: `"${v.md5}"`,
+    lastModified: timeOf(v),
+  };
+}
+
+/** The bytes of a put source, as chunks, and how to stop reading them early. */
+async function openSource(
+  source: PutSource,
+  signal: AbortSignal | undefined,
+): Promise<{ iterable: AsyncIterable<Uint8Array> | Iterable<Uint8Array>; destroy?: () => void }> {
+  if (source instanceof Uint8Array) return { iterable: source.length > 0 ? [source] : [] };
+  let stream: Readable;
+  if (typeof source === 'string') {
+    let handle: fs.FileHandle;
+    try {
+      handle = await fs.open(source, 'r');
+    } catch (error) {
+      throw fsError(error, `cannot read the source file ${source}`);
+    }
+    stream = handle.createReadStream();
+  } else stream = source;
+  if (signal !== undefined) addAbortSignal(signal, stream);
+  return { iterable: bytesOf(stream), destroy: () => stream.destroy() };
+}
+
+async function* bytesOf(stream: Readable): AsyncGenerator<Uint8Array> {
+  for await (const chunk of stream) {
+    if (typeof chunk === 'string') yield Buffer.from(chunk, 'utf8');
+    else if (chunk instanceof Uint8Array) yield chunk;
+    else throw new TypeError('a put stream must give bytes or strings, not objects');
+  }
+}
+
+async function writeAll(handle: fs.FileHandle, chunk: Uint8Array): Promise<void> {
+  let offset = 0;
+  while (offset < chunk.length) {
+    const { bytesWritten } = await handle.write(chunk, offset, chunk.length - offset);
+    offset += bytesWritten;
+  }
+}
+
+/** fsync a directory so a rename in it survives a crash (where the platform allows it). */
+async function syncDir(dir: string, uri: string): Promise<void> {
+  let handle: fs.FileHandle | undefined;
+  try {
+    handle = await fs.open(dir, 'r');
+    await handle.sync();
+  } catch (error) {
+    const code = errorCode(error);
+    // Some platforms and file systems cannot open or fsync a directory; the rename stands.
+    if (code === 'EISDIR' || code === 'EINVAL' || code === 'EPERM' || code === 'ENOTSUP') {
+      debug('cannot fsync directory %s: %s', dir, code);
+    } else throw fsError(error, `cannot sync ${uri}`, uri);
+  } finally {
+    await handle?.close();
+  }
+}
+
+/**
+ * Map `items` through `fn`, {@link LIST_BATCH} at a time, yielding results in input order.
+ * Checks `signal` between batches.
+ */
+async function* mapOrdered<T, R>(
+  items: AsyncIterable<T>,
+  fn: (item: T) => Promise<R>,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<R> {
+  let batch: T[] = [];
+  for await (const item of items) {
+    batch.push(item);
+    if (batch.length >= LIST_BATCH) {
+      signal?.throwIfAborted();
+      yield* await Promise.all(batch.map(fn));
+      batch = [];
+    }
+  }
+  signal?.throwIfAborted();
+  yield* await Promise.all(batch.map(fn));
+}
