@@ -1,0 +1,134 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LocalStore } from '../drivers/local/index.js';
+import { OfflineMiss, UriError } from '../src/errors.js';
+import { readTree } from './conformance/fetch.js';
+
+const FIXTURE = path.join(import.meta.dirname, 'fixtures', 'cache-fetch.mjs');
+
+function temp(label: string): string {
+  return mkdtempSync(path.join(tmpdir(), `provcat-${label}-`));
+}
+
+function child(args: string[], env: Record<string, string> = {}): ChildProcess {
+  return spawn(process.execPath, [FIXTURE, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+function finished(p: ChildProcess): Promise<{ code: number | null; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  p.stdout?.on('data', (d) => {
+    out += d;
+  });
+  p.stderr?.on('data', (d) => {
+    err += d;
+  });
+  return new Promise((resolve) => p.on('close', (code) => resolve({ code, out, err })));
+}
+
+/** Every file below `dir` (names only), recursively. */
+async function allFiles(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true }).catch(() => []);
+  return entries.filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name));
+}
+
+describe('the cache across processes', () => {
+  it('a fetch killed mid-file leaves nothing taken as complete; the next fetch completes it', async () => {
+    const root = temp('root');
+    const cache = temp('cache');
+    const store = new LocalStore({ root, cache });
+    const big = Buffer.alloc(24 * 1024 * 1024);
+    for (let i = 0; i < big.length; i += 4096) big.writeUInt32LE(i, i);
+    await store.put('local://b/data/big.bin', big);
+    await store.put('local://b/data/small.txt', Buffer.from('small'));
+
+    for (const uri of ['local://b/data/big.bin', 'local://b/data/']) {
+      const p = child([root, cache, uri], { THROTTLE: '1' });
+      const done = finished(p);
+      await new Promise<void>((resolve, reject) => {
+        p.stdout?.on('data', (d) => {
+          if (String(d).includes('started')) resolve();
+        });
+        p.on('close', () => reject(new Error('the child ended before it was killed')));
+      });
+      await new Promise((r) => setTimeout(r, 150));
+      p.kill('SIGKILL');
+      expect((await done).code).toBeNull();
+
+      // Whatever was left is not a complete file for any reader.
+      const offline = new LocalStore({ root, cache, offline: true });
+      await expect(offline.fetch(uri)).rejects.toBeInstanceOf(OfflineMiss);
+      for (const f of await allFiles(cache)) {
+        if ((await stat(f)).size === big.length) {
+          expect(path.basename(f).startsWith('.tmp-')).toBe(false);
+        }
+      }
+    }
+    // The next fetch (it may wait for the dead holder's lock to go stale) completes the work.
+    const folder = await store.fetch('local://b/data/');
+    expect(folder.downloaded).toBeGreaterThanOrEqual(1);
+    expect((await readFile(path.join(folder.path, 'big.bin'))).equals(big)).toBe(true);
+    const file = await store.fetch('local://b/data/big.bin');
+    expect((await readFile(file.path)).equals(big)).toBe(true);
+    const offline = new LocalStore({ root, cache, offline: true });
+    expect((await offline.fetch('local://b/data/')).path).toBe(folder.path);
+  }, 60_000);
+
+  it('two processes fetching one folder at once both end with a complete, correct copy', async () => {
+    const root = temp('root');
+    const cache = temp('cache');
+    const store = new LocalStore({ root, cache });
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 150; i++) files[`d${i % 7}/f${i}.txt`] = `content ${i} `.repeat(i + 1);
+    for (const [k, v] of Object.entries(files)) await store.put(`local://b/set/${k}`, Buffer.from(v));
+    const runs = await Promise.all([
+      finished(child([root, cache, 'local://b/set/'])),
+      finished(child([root, cache, 'local://b/set/'])),
+    ]);
+    const results = runs.map((r) => {
+      expect(r.code, r.err).toBe(0);
+      return JSON.parse(r.out.trim()) as { path: string; files: number; downloaded: number };
+    });
+    expect(results.map((r) => r.files)).toEqual([150, 150]);
+    // One of them did the work, the other found it current (they never raced file by file).
+    expect(results.map((r) => r.downloaded).sort((a, b) => a - b)).toEqual([0, 150]);
+    expect(await readTree(results[0]?.path as string)).toEqual(files);
+  }, 60_000);
+
+  it('refuses hostile keys and URIs, writing nothing outside the local root or the cache', async () => {
+    const parent = temp('hostile');
+    const root = path.join(parent, 'root');
+    const cache = path.join(parent, 'cache');
+    const store = new LocalStore({ root, cache });
+    for (const uri of [
+      'local://b/a//b',
+      'local://b/../escape',
+      'local://b/%2e%2e/escape',
+      'local://b/./x',
+      'local://b/a%00b',
+      'local:///etc/passwd',
+      'local://../escape',
+    ]) {
+      await expect(store.put(uri, Buffer.from('x')), uri).rejects.toBeInstanceOf(UriError);
+      await expect(store.fetch(uri), uri).rejects.toBeInstanceOf(UriError);
+    }
+    for (const key of ['a//b', '../escape', 'x/../../escape', '/abs', 'a\u0000b']) {
+      await expect(store._put('b', key, Buffer.from('x')), key).rejects.toBeInstanceOf(UriError);
+    }
+    for (const bucket of ['..', '.', '', 'a/b']) {
+      await expect(store._put(bucket, 'k', Buffer.from('x')), bucket).rejects.toBeInstanceOf(
+        UriError,
+      );
+    }
+    expect((await readdir(parent)).filter((n) => n !== 'root' && n !== 'cache')).toEqual([]);
+    const written = await allFiles(parent);
+    expect(written.filter((f) => f.includes('escape') || f.includes('passwd'))).toEqual([]);
+  });
+});

@@ -1,0 +1,143 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  Exists,
+  exitCodeOf,
+  NotFound,
+  ObjectIntegrityError,
+  OfflineMiss,
+  StoreError,
+  UriError,
+} from '../src/errors.js';
+
+const BIN = path.join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'bin.js');
+
+function cli(env: Record<string, string>) {
+  return (...args: string[]) => {
+    const r = spawnSync(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...env, PROVCAT_OFFLINE: env.PROVCAT_OFFLINE ?? '' },
+      encoding: 'utf8',
+    });
+    return { code: r.status, out: r.stdout, err: r.stderr };
+  };
+}
+
+function sandbox() {
+  const dir = mkdtempSync(path.join(tmpdir(), 'provcat-cli-'));
+  const env = {
+    PROVCAT_LOCAL_ROOT: path.join(dir, 'root'),
+    PROVCAT_CACHE_DIR: path.join(dir, 'cache'),
+  };
+  return { dir, env, run: cli(env) };
+}
+
+describe('provcat CLI', () => {
+  it('keeps the --json contract of put, stat, ls, walk and fetch', () => {
+    const { dir, run } = sandbox();
+    const local = path.join(dir, 'a.csv');
+    writeFileSync(local, 'id\n1\n');
+    const put = run('put', local, 'local://b/data/a.csv', '--json');
+    expect(put.code, put.err).toBe(0);
+    const written = JSON.parse(put.out);
+    expect(written).toMatchObject({ uri: 'local://b/data/a.csv', kind: 'file', size: 5 });
+    expect(typeof written.version).toBe('string');
+    run('put', local, 'local://b/data/sub/b.csv');
+
+    const stat = JSON.parse(run('stat', 'local://b/data/a.csv', '--json').out);
+    expect(Object.keys(stat).sort()).toEqual(['kind', 'size', 'uri', 'version']);
+    expect(stat).toEqual(written);
+    expect(JSON.parse(run('stat', 'local://b/data', '--json').out)).toEqual({
+      uri: 'local://b/data/',
+      kind: 'folder',
+      size: null,
+      version: null,
+    });
+    const ls = JSON.parse(run('ls', 'local://b/data/', '--json').out);
+    expect(ls.map((e: { uri: string; kind: string }) => [e.uri, e.kind])).toEqual([
+      ['local://b/data/a.csv', 'file'],
+      ['local://b/data/sub/', 'folder'],
+    ]);
+    const walk = JSON.parse(run('walk', 'local://b/data/', '--json').out);
+    expect(walk.map((e: { uri: string }) => e.uri)).toEqual([
+      'local://b/data/a.csv',
+      'local://b/data/sub/b.csv',
+    ]);
+
+    const f1 = run('fetch', 'local://b/data/', '--json');
+    expect(f1.code, f1.err).toBe(0);
+    expect(f1.err).toBe(''); // no progress bar when stderr is not a terminal
+    const r1 = JSON.parse(f1.out);
+    expect(Object.keys(r1).sort()).toEqual(['bytes', 'downloaded', 'files', 'path']);
+    expect(r1).toMatchObject({ files: 2, downloaded: 2, bytes: 10 });
+    expect(JSON.parse(run('fetch', 'local://b/data/', '--json').out)).toMatchObject({
+      files: 2,
+      downloaded: 0,
+      bytes: 0,
+    });
+    const off = run('fetch', 'local://b/data/', '--json', '--offline');
+    expect(JSON.parse(off.out).path).toBe(r1.path);
+    const rm = run('rm', 'local://b/data/sub/b.csv', '--json');
+    expect(rm.code).toBe(0);
+    expect(run('stat', 'local://b/data/sub/b.csv').code).toBe(3);
+  });
+
+  it('reports errors on stderr as "provcat: <ErrorClass>: <message>" with the fixed exit codes', () => {
+    const { run } = sandbox();
+    const missing = run('stat', 'local://b/nothing.txt');
+    expect(missing.code).toBe(3);
+    expect(missing.err).toMatch(/^provcat: NotFound: /);
+    const bad = run('stat', 'local://b/a//b');
+    expect(bad.code).toBe(8);
+    expect(bad.err).toMatch(/^provcat: UriError: .*empty path segment/);
+    const offline = run('stat', 'local://b/x', '--offline');
+    expect(offline.code).toBe(5);
+    expect(offline.err).toMatch(/^provcat: OfflineMiss: /);
+    const envOffline = cli({ ...sandbox().env, PROVCAT_OFFLINE: '1' })('ls', 'local://b/');
+    expect(envOffline.code).toBe(5);
+    expect(run('frobnicate').code).toBe(2);
+    expect(run('stat').code).toBe(2);
+    expect(run('stat', 'local://b/x', '--no-such-flag').code).toBe(2);
+    expect(run('fetch', 'local://b/x', '--concurrency', 'lots').code).toBe(2);
+    expect(run().code).toBe(2);
+    expect(run('--help').code).toBe(0);
+    expect(run('put', '/nonexistent/file', 'local://b/x').code).toBe(1);
+  });
+
+  it('maps every error class to its exit code', () => {
+    expect(exitCodeOf(new NotFound('x'))).toBe(3);
+    expect(exitCodeOf(new Exists('x'))).toBe(4);
+    expect(exitCodeOf(new OfflineMiss('x'))).toBe(5);
+    expect(exitCodeOf(new ObjectIntegrityError('PrematureEof', 'x'))).toBe(6);
+    expect(exitCodeOf(new StoreError('x'))).toBe(7);
+    expect(exitCodeOf(new UriError('x'))).toBe(8);
+    expect(exitCodeOf(new Error('x'))).toBe(1);
+  });
+
+  it('a refused fetch (names colliding on disk) exits 7 as a StoreError', async () => {
+    const { dir, run } = sandbox();
+    const local = path.join(dir, 'x');
+    writeFileSync(local, 'x');
+    run('put', local, 'local://b/c/Readme');
+    run('put', local, 'local://b/c/README');
+    const r = run('fetch', 'local://b/c/');
+    expect(r.code).toBe(7);
+    expect(r.err).toMatch(/^provcat: StoreError: .*case-insensitive/);
+  });
+
+  it('tour: tells the story on the embedded store and exits 0', async () => {
+    const { run } = sandbox();
+    const r = run('tour');
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/2\. fetch the folder[\s\S]*3 files, 3 transferred/);
+    expect(r.out).toMatch(/3\. fetch again[\s\S]*3 files, 0 transferred/);
+    expect(r.out).toMatch(/4\. change one file[\s\S]*3 files, 1 transferred/);
+    expect(r.out).toMatch(/5\. go offline[\s\S]*1,11/);
+    expect(r.out).toMatch(/OfflineMiss/);
+    const pkg = JSON.parse(await readFile(path.join(import.meta.dirname, '..', 'package.json'), 'utf8'));
+    expect(pkg.scripts.start).toMatch(/bin\.js tour/);
+  });
+});
