@@ -21,6 +21,7 @@ import { filesUnder, loadCommit } from '../../src/commits/load.js';
 import { logFolder } from '../../src/commits/log.js';
 import { pinUri } from '../../src/commits/pin.js';
 import type {
+  Capabilities,
   GetOptions,
   GetResult,
   ListPage,
@@ -58,7 +59,7 @@ export interface InterposerHooks {
 export class Interposer extends ObjectStore {
   readonly scheme: string;
   readonly driver: string;
-  readonly capabilities;
+  readonly capabilities: Capabilities;
   /** Calls per primitive name. */
   readonly calls: Record<string, number> = {};
 
