@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { createWriteStream } from 'node:fs';
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -140,9 +141,10 @@ const catCommand: Command = {
       const target = path.resolve(output);
       const temp = tempPathFor(target);
       try {
-        const handle = await open(temp, 'wx', 0o644);
+        await pipeline(stream, createWriteStream(temp, { flags: 'wx', mode: 0o644 }));
+        // fsync is per file, not per descriptor: a fresh one makes the written bytes durable.
+        const handle = await open(temp, 'r+');
         try {
-          await pipeline(stream, handle.createWriteStream({ autoClose: false }));
           await handle.sync();
         } finally {
           await handle.close();

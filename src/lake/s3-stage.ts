@@ -257,7 +257,9 @@ export class S3Stage implements ManagedStage {
     const controller = linkedController(options.signal);
     let uploadId: Promise<string> | undefined;
     const begin = () => {
-      uploadId ??= this.createUpload(c, key, contentType, controller.signal);
+      // Not cancelled with the upload: an upload created on the server but cancelled in the
+      // client would be left open with no id to abort it by. The abort follows it instead.
+      uploadId ??= this.createUpload(c, key, contentType, AbortSignal.timeout(ABORT_TIMEOUT_MS));
       return uploadId;
     };
     try {
@@ -269,8 +271,11 @@ export class S3Stage implements ManagedStage {
         controller,
         partDigests: false,
         uri,
-        sendPart: async (number, bytes, signal) =>
-          this.sendPart(c, key, await begin(), number, bytes, signal),
+        sendPart: async (number, bytes, signal) => {
+          const id = await begin();
+          signal.throwIfAborted();
+          return this.sendPart(c, key, id, number, bytes, signal);
+        },
         onBytes: (bytes) => options.onProgress?.({ operation: 'upload', uri, bytes }),
       });
       if (result.size === 0) {
@@ -488,7 +493,12 @@ export class S3Stage implements ManagedStage {
             });
           }
           const key = this.newKey();
-          const uploadId = await this.createUpload(c, key, contentType, controller.signal);
+          const uploadId = await this.createUpload(
+            c,
+            key,
+            contentType,
+            AbortSignal.timeout(ABORT_TIMEOUT_MS),
+          );
           checkpoint = {
             version: 1,
             uploadId,
@@ -630,8 +640,11 @@ export class S3Stage implements ManagedStage {
           }),
         );
       } catch (error) {
-        if ((error as { name?: string }).name === 'NoSuchUpload') return 'gone';
-        throw this.mapError(c, error, 'ListParts', checkpoint.key);
+        // S3 says NoSuchUpload; Ceph says NoSuchKey for an upload that was completed. Either
+        // way (any 404) the upload no longer exists.
+        const mapped = this.mapError(c, error, 'ListParts', checkpoint.key);
+        if (mapped.code === 'NotFound') return 'gone';
+        throw mapped;
       }
       for (const part of out.Parts ?? []) {
         if (part.PartNumber !== undefined && part.ETag !== undefined && part.Size !== undefined) {

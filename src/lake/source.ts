@@ -47,10 +47,13 @@ class FileSource implements ChunkSource {
   }
 }
 
-class IteratorSource implements ChunkSource {
+class StreamSource implements ChunkSource {
   private rest: Uint8Array | undefined;
   private done = false;
-  constructor(private readonly iterator: AsyncIterator<unknown>) {}
+  private readonly iterator: AsyncIterator<unknown>;
+  constructor(private readonly stream: Readable) {
+    this.iterator = stream[Symbol.asyncIterator]();
+  }
 
   async fill(buffer: Buffer, length: number): Promise<number> {
     let filled = 0;
@@ -76,8 +79,9 @@ class IteratorSource implements ChunkSource {
     this.rest = undefined;
     if (!this.done) {
       this.done = true;
-      // Ends the stream early: a Node Readable is destroyed, a web stream cancelled.
-      await this.iterator.return?.();
+      // Not `iterator.return()`: that waits for a pending `next()`, which a stalled stream never
+      // settles. Destroying the stream settles it (a web stream underneath is cancelled).
+      this.stream.destroy();
     }
   }
 }
@@ -103,8 +107,8 @@ function isWebStream(source: unknown): source is ReadableStream<Uint8Array> {
  */
 export async function openSource(source: UploadSource): Promise<ChunkSource> {
   if (typeof source === 'string') return new FileSource(await openFile(source));
-  if (source instanceof Readable) return new IteratorSource(source[Symbol.asyncIterator]());
-  if (isWebStream(source)) return new IteratorSource(source[Symbol.asyncIterator]());
+  if (source instanceof Readable) return new StreamSource(source);
+  if (isWebStream(source)) return new StreamSource(Readable.fromWeb(source));
   throw new StageConfigError(
     'an upload source is a file path, a Node Readable or a web ReadableStream',
   );

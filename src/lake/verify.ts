@@ -12,14 +12,15 @@
  * {@link capRange} does the same for a byte range, without a digest: exactly `end - start`
  * bytes, else `PrematureEof` or `TooLong`.
  *
- * Both are `Transform`s joined to the backend by `stream.pipeline`, so a failure on either side
- * destroys the other, an integrity error is the stream's own error (and `pipeline` or
- * `for await` rejects with it), and memory stays at the streams' high-water marks.
+ * Both are `Transform`s piped from the backend: a failure on either side destroys the other, an
+ * integrity error is the stream's own error (so `pipeline` or `for await` rejects with it), a
+ * backend cut off mid-body is `PrematureEof` too (its error as `cause`), and memory stays at the
+ * streams' high-water marks.
  *
  * @module
  */
 import { createHash, type Hash } from 'node:crypto';
-import { pipeline, type Readable, Transform, type TransformCallback } from 'node:stream';
+import { type Readable, Transform, type TransformCallback } from 'node:stream';
 import { ObjectIntegrityError } from '../errors.js';
 import { abortError } from './errors.js';
 
@@ -65,6 +66,16 @@ class CappedVerifier extends Transform {
     this.push(bytes);
   }
 
+  /** The error for a backend that failed before delivering every expected byte. */
+  cutShort(cause: Error): ObjectIntegrityError {
+    const { expected, uri } = this.options;
+    return new ObjectIntegrityError(
+      'PrematureEof',
+      `${uri} was cut off after ${this.delivered} of ${expected} bytes: ${cause.message}`,
+      { uri, expected, observed: this.delivered, cause },
+    );
+  }
+
   override _flush(callback: TransformCallback): void {
     const { expected, uri, sha256 } = this.options;
     if (this.delivered < expected) {
@@ -99,10 +110,17 @@ function join(
   verifier: CappedVerifier,
   signal: AbortSignal | undefined,
 ): Readable {
-  pipeline(backend, verifier, () => {
-    // pipeline has already destroyed both streams with the first error; the consumer sees it
-    // on `verifier`. Nothing more to do here.
+  // Not stream.pipeline: a backend that fails mid-body (a connection reset) must surface as
+  // PrematureEof with the counts, not as a bare socket error.
+  backend.on('error', (error: Error) => {
+    if (verifier.destroyed) return;
+    verifier.destroy(signal?.aborted ? abortError(signal) : verifier.cutShort(error));
   });
+  // The consumer dropped the reader, or the verifier failed: stop the backend too.
+  verifier.on('close', () => {
+    if (!backend.destroyed) backend.destroy();
+  });
+  backend.pipe(verifier);
   if (signal) {
     const onAbort = () => verifier.destroy(abortError(signal));
     if (signal.aborted) onAbort();
