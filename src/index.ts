@@ -11,6 +11,14 @@
  * @module
  */
 export { Cache, type CacheInfo, type CacheOptions, defaultCacheRoot } from './cache/cache.js';
+export {
+  type BranchOptions,
+  type Commit,
+  type CommitFile,
+  type CommitOptions,
+  type LogEntry,
+  loadCommit,
+} from './commits/index.js';
 export type {
   ByteRange,
   Capabilities,
@@ -38,6 +46,7 @@ export {
   StoreError,
   UriError,
 } from './errors.js';
+export * from './lake/index.js';
 export {
   type CallOptions,
   type FetchOptions,

@@ -15,8 +15,12 @@ import { stat as fsStat } from 'node:fs/promises';
 import { minimatch } from 'minimatch';
 import type { VersionMeta } from './cache/cache.js';
 import { fetchUri } from './cache/fetch.js';
+import { type BranchOptions, branchFrom } from './commits/branch.js';
+import { type CommitOptions, commitFolder } from './commits/commit.js';
 import type { CommitFile } from './commits/format.js';
 import { commitCovers, fileAt, filesUnder, loadCommit } from './commits/load.js';
+import { type LogEntry, logFolder } from './commits/log.js';
+import { pinUri } from './commits/pin.js';
 import type {
   Capabilities,
   CreateMode,
@@ -221,6 +225,39 @@ export abstract class ObjectStore extends Store {
     const u = toUri(uri);
     const { bucket, key } = this.writable(u, 'delete');
     await this._delete(bucket, key, { signal: options.signal });
+  }
+
+  /**
+   * Pin a URI: a file to `?at=version:ID` of its current version; a folder to its newest
+   * commit, or the newest commit of a folder above it. A URI that has `?at=` is checked and
+   * returned. `StoreError` on a bucket without versions or a folder with no commit.
+   */
+  async pin(uri: Uri | string, options: CallOptions = {}): Promise<Uri> {
+    return pinUri(this, uri, options);
+  }
+
+  /**
+   * Record the version of every file under a folder as a new commit, and return the folder
+   * pinned to it (`?at=commit:ID`). A consistent snapshot (two equal listings) or a
+   * `StoreError`; numbered without gaps or duplicates however many processes commit at once.
+   * See docs/commit-format.md.
+   */
+  async commit(uri: Uri | string, message: string, options: CommitOptions = {}): Promise<Uri> {
+    return commitFolder(this, uri, message, options);
+  }
+
+  /** The commits of a folder, newest first (each checked against its parent chain). */
+  async log(uri: Uri | string, options: CallOptions = {}): Promise<LogEntry[]> {
+    return logFolder(this, uri, options);
+  }
+
+  /**
+   * Copy a branch (a top-level folder) or a commit (its ID) to a new top-level folder, file by
+   * file, server-side. Running it again completes a branch that failed halfway; an existing,
+   * different branch is a `StoreError`.
+   */
+  async branch(uri: Uri | string, source: string, options: BranchOptions = {}): Promise<Uri> {
+    return branchFrom(this, uri, source, options);
   }
 
   // ---- helpers of the API ------------------------------------------------------------------

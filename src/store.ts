@@ -51,7 +51,7 @@ export abstract class Store {
   /** The progress callback, if any. */
   readonly onProgress: ProgressCallback | undefined;
   /** Debug logger. */
-  protected readonly log: (message: string) => void;
+  protected readonly logger: (message: string) => void;
 
   constructor(options: StoreOptions = {}) {
     this.cache =
@@ -63,6 +63,6 @@ export abstract class Store {
     }
     this.concurrency = concurrency;
     this.onProgress = options.onProgress;
-    this.log = options.logger ?? (() => {});
+    this.logger = options.logger ?? (() => {});
   }
 }

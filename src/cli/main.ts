@@ -8,14 +8,16 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { commitCommands } from '../commits/cli.js';
 import { exitCodeOf } from '../errors.js';
+import { lakeCommands } from '../lake/cli.js';
 import { offlineFromEnv } from '../store.js';
 import { type CliArgs, type CliContext, type Command, UsageError } from './command.js';
 import { coreCommands } from './commands.js';
 import { progressBar } from './progress.js';
 import { tourCommand } from './tour.js';
 
-const commands: Command[] = [...coreCommands, tourCommand];
+const commands: Command[] = [...coreCommands, ...commitCommands, ...lakeCommands, tourCommand];
 
 const GLOBAL = {
   json: { type: 'boolean' },
