@@ -137,7 +137,14 @@ describe('provcat CLI', () => {
     expect(r.out).toMatch(/4\. change one file[\s\S]*3 files, 1 transferred/);
     expect(r.out).toMatch(/5\. go offline[\s\S]*1,11/);
     expect(r.out).toMatch(/OfflineMiss/);
-    const pkg = JSON.parse(await readFile(path.join(import.meta.dirname, '..', 'package.json'), 'utf8'));
+    expect(r.out).toMatch(/6\. commit[\s\S]*\?at=commit:[0-9a-f]{64}[\s\S]*commit 1 /);
+    expect(r.out).toMatch(/7\. change[\s\S]*a\.csv now: 1,99; files: 2/);
+    expect(r.out).toMatch(
+      /8\. offline[\s\S]*a\.csv at the commit: 1,11 2,22[\s\S]*b\.csv at the commit: 3,30/,
+    );
+    const pkg = JSON.parse(
+      await readFile(path.join(import.meta.dirname, '..', 'package.json'), 'utf8'),
+    );
     expect(pkg.scripts.start).toMatch(/bin\.js tour/);
   });
 });

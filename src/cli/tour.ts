@@ -68,7 +68,34 @@ export const tourCommand: Command = {
       } catch (error) {
         say(`   stat without a pin offline: ${(error as Error).name}, as it should`);
       }
-      say('\nDone. Next: docs/guide.md, and `provcat --help`.');
+      step(6, "commit the folder: every file's version, recorded under one ID");
+      const pinned = await store.commit('local://tour/data/', 'first results', {
+        metadata: { run: '1' },
+      });
+      say(`   ${pinned}`);
+      for (const c of await store.log('local://tour/data/')) {
+        say(`   commit ${c.number}  ${c.id.slice(0, 12)}  ${c.files} files  "${c.message}"`);
+      }
+
+      step(7, 'change a.csv and delete b.csv; the folder moves on');
+      await store.put('local://tour/data/a.csv', Buffer.from('id,value\n1,99\n'));
+      await store.delete('local://tour/data/b.csv');
+      r = await store.fetch('local://tour/data/');
+      const now = await readFile(path.join(r.path, 'a.csv'), 'utf8');
+      say(`   a.csv now: ${now.trimEnd().split('\n').slice(1).join(' ')}; files: ${r.files}`);
+
+      step(8, 'offline, fetch the pinned commit: the committed bytes, exactly');
+      const atCommit = await offline.fetch(pinned);
+      const old = await readFile(path.join(atCommit.path, 'a.csv'), 'utf8');
+      say(`   ${atCommit.path}`);
+      say(`   a.csv at the commit: ${old.trimEnd().split('\n').slice(1).join(' ')}`);
+      say(
+        `   b.csv at the commit: ${(await readFile(path.join(atCommit.path, 'b.csv'), 'utf8')).trimEnd().split('\n').slice(1).join(' ')}`,
+      );
+      say(
+        `   ${atCommit.files} files, ${atCommit.downloaded} transferred (the cache already held these versions)`,
+      );
+      say('\nDone. Next: docs/guide.md, docs/pins.md, and `provcat --help`.');
       return 0;
     } finally {
       if (values.keep) say(`(kept ${tmp})`);
