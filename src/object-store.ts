@@ -17,7 +17,7 @@ import type { VersionMeta } from './cache/cache.js';
 import { fetchUri } from './cache/fetch.js';
 import { type BranchOptions, branchFrom } from './commits/branch.js';
 import { type CommitOptions, commitFolder } from './commits/commit.js';
-import type { CommitFile } from './commits/format.js';
+import { type CommitFile, META_PREFIX } from './commits/format.js';
 import { commitCovers, fileAt, filesUnder, loadCommit } from './commits/load.js';
 import { type LogEntry, logFolder } from './commits/log.js';
 import { pinUri } from './commits/pin.js';
@@ -81,8 +81,7 @@ export interface CallOptions {
   signal?: AbortSignal | undefined;
 }
 
-/** The folder under which provcat keeps commits and logs; hidden from listings of the bucket. */
-export const META_PREFIX = '.provcat/';
+export { META_PREFIX };
 
 /** Where a URI points in a store. */
 export interface Location {
