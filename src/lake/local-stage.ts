@@ -106,7 +106,7 @@ export class LocalStage implements ManagedStage {
             written += r.bytesWritten;
           }
           size += n;
-          onProgress?.({ operation: 'upload', uri, bytes: size });
+          onProgress?.({ operation: 'upload', uri, bytes: size, totalBytes: input.size });
           if (n < CHUNK) break;
         }
         await handle.sync();

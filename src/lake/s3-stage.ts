@@ -276,7 +276,8 @@ export class S3Stage implements ManagedStage {
           signal.throwIfAborted();
           return this.sendPart(c, key, id, number, bytes, signal);
         },
-        onBytes: (bytes) => options.onProgress?.({ operation: 'upload', uri, bytes }),
+        onBytes: (bytes) =>
+          options.onProgress?.({ operation: 'upload', uri, bytes, totalBytes: input.size }),
       });
       if (result.size === 0) {
         await this.putEmpty(c, key, contentType, controller.signal);

@@ -23,13 +23,18 @@ export interface ChunkSource {
    * (and 0 once the source is exhausted).
    */
   fill(buffer: Buffer, length: number): Promise<number>;
+  /** The size when it is known up front (a file: its size when opened). For progress only. */
+  readonly size?: number | undefined;
   /** Release the file handle or stream (a stream not read to its end is destroyed/cancelled). */
   close(): Promise<void>;
 }
 
 class FileSource implements ChunkSource {
   private position = 0;
-  constructor(private readonly handle: FileHandle) {}
+  constructor(
+    private readonly handle: FileHandle,
+    readonly size: number,
+  ) {}
 
   async fill(buffer: Buffer, length: number): Promise<number> {
     let filled = 0;
@@ -106,7 +111,15 @@ function isWebStream(source: unknown): source is ReadableStream<Uint8Array> {
  * other failure to open it).
  */
 export async function openSource(source: UploadSource): Promise<ChunkSource> {
-  if (typeof source === 'string') return new FileSource(await openFile(source));
+  if (typeof source === 'string') {
+    const handle = await openFile(source);
+    try {
+      return new FileSource(handle, (await handle.stat()).size);
+    } catch (cause) {
+      await handle.close();
+      throw fsError(cause, `cannot stat ${source}`, source);
+    }
+  }
   if (source instanceof Readable) return new StreamSource(source);
   if (isWebStream(source)) return new StreamSource(Readable.fromWeb(source));
   throw new StageConfigError(
