@@ -1,0 +1,201 @@
+/**
+ * Configuration of the S3 driver: the options an {@link S3Store} takes and how they combine with
+ * the environment.
+ *
+ * The driver follows the AWS conventions rather than inventing its own: credentials come from
+ * the SDK's default provider chain (environment, shared config and credentials files, SSO, web
+ * identity, container and instance metadata), the endpoint from `AWS_ENDPOINT_URL_S3` then
+ * `AWS_ENDPOINT_URL` (unless `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS` is true), the region from
+ * `AWS_REGION`. Only what AWS has no convention for is provcat's own: path-style addressing
+ * (`PROVCAT_S3_FORCE_PATH_STYLE=1`) and the create fallback (`PROVCAT_S3_CREATE_FALLBACK`).
+ *
+ * Resolution is a pure function of the options and an environment object
+ * ({@link resolveS3Config}), so it is tested without a server and without touching
+ * `process.env`.
+ *
+ * @module
+ */
+import type { S3Client } from '@aws-sdk/client-s3';
+import type { StoreOptions } from '../../src/store.js';
+
+/** One mebibyte. */
+export const MiB = 1024 * 1024;
+/** One gibibyte. */
+export const GiB = 1024 * MiB;
+
+/** The smallest part S3 accepts (every part but the last). */
+export const MIN_PART_SIZE = 5 * MiB;
+/** The largest part, and the largest single PutObject or CopyObject. */
+export const MAX_PART_SIZE = 5 * GiB;
+/** S3 numbers parts 1..10,000. */
+export const MAX_PARTS = 10_000;
+
+/** Default part size and multipart threshold: 64 MiB. */
+export const DEFAULT_PART_SIZE = 64 * MiB;
+/** Default parts uploaded at once. */
+export const DEFAULT_PARTS_IN_FLIGHT = 4;
+/** Most parts in flight accepted (with 64 MiB parts: 1 GiB of part buffers). */
+export const MAX_PARTS_IN_FLIGHT = 16;
+
+/**
+ * What `_createMode` reports for a bucket whose store ignores `If-None-Match: *`:
+ * - `none` (default): commits on that bucket fail closed with a StoreError.
+ * - `oldest-version-wins`: on a versioned bucket, the commit code writes, lists the key's
+ *   versions, and treats the oldest as the winner (see docs/drivers/s3.md).
+ */
+export type CreateFallback = 'oldest-version-wins' | 'none';
+
+/** Options of {@link S3Store} (on top of the options every store takes). */
+export interface S3StoreOptions extends StoreOptions {
+  /**
+   * An S3 client to use instead of building one (tests, embedders with their own transport or
+   * credentials). With a client, `region`, `endpoint` and `forcePathStyle` do not change how
+   * requests are sent: the client's own configuration does.
+   */
+  client?: S3Client | undefined;
+  /** AWS region. Default: `AWS_REGION`, else `us-east-1`. */
+  region?: string | undefined;
+  /** Endpoint URL (Ceph, MinIO, a proxy). Default: `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`, else AWS. */
+  endpoint?: string | undefined;
+  /** Address buckets as `endpoint/bucket/key` instead of `bucket.endpoint/key`. Default: `PROVCAT_S3_FORCE_PATH_STYLE=1`. */
+  forcePathStyle?: boolean | undefined;
+  /** Objects larger than this (bytes) are uploaded in parts. Default 64 MiB; at most 5 GiB. */
+  multipartThreshold?: number | undefined;
+  /** Part size of multipart uploads (bytes), 5 MiB..5 GiB. Default 64 MiB; raised for huge known sizes so that 10,000 parts suffice. */
+  partSize?: number | undefined;
+  /** Parts uploaded at once, 1..16. Default 4. Memory of one upload is at most `partSize * partsInFlight`. */
+  partsInFlight?: number | undefined;
+  /** Copies of objects larger than this use UploadPartCopy. Default (and maximum) 5 GiB, S3's CopyObject limit. */
+  copyThreshold?: number | undefined;
+  /** See {@link CreateFallback}. Default: `PROVCAT_S3_CREATE_FALLBACK`, else `none`. */
+  createFallback?: CreateFallback | undefined;
+  /** Where to read the environment from. Default `process.env`. */
+  env?: NodeJS.ProcessEnv | undefined;
+}
+
+/** The options after defaults and environment are applied. */
+export interface S3Config {
+  region: string;
+  /** `undefined`: the AWS endpoint for the region. */
+  endpoint: string | undefined;
+  forcePathStyle: boolean;
+  multipartThreshold: number;
+  partSize: number;
+  partsInFlight: number;
+  copyThreshold: number;
+  createFallback: CreateFallback;
+  /**
+   * `WHEN_REQUIRED` unless `AWS_REQUEST_CHECKSUM_CALCULATION` says otherwise (see
+   * docs/drivers/s3.md: S3-compatible servers such as Ceph 16 refuse the SDK's default
+   * streaming checksums).
+   */
+  requestChecksumCalculation: ChecksumSetting;
+  /** `WHEN_REQUIRED` unless `AWS_RESPONSE_CHECKSUM_VALIDATION` says otherwise. */
+  responseChecksumValidation: ChecksumSetting;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function truthy(value: string | undefined): boolean {
+  const v = nonEmpty(value)?.toLowerCase();
+  return v === '1' || v === 'true' || v === 'yes' || v === 'on';
+}
+
+function checkedInteger(name: string, value: number, min: number, max: number): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new RangeError(`S3 option ${name} must be an integer in ${min}..${max}, not ${value}`);
+  }
+  return value;
+}
+
+/** Parse a create fallback from an option or `PROVCAT_S3_CREATE_FALLBACK`; RangeError otherwise. */
+export function parseCreateFallback(value: string, source: string): CreateFallback {
+  if (value === 'oldest-version-wins' || value === 'none') return value;
+  throw new RangeError(`${source} must be 'oldest-version-wins' or 'none', not '${value}'`);
+}
+
+/** When the SDK computes or checks flexible checksums (CRC32 and friends). */
+export type ChecksumSetting = 'WHEN_REQUIRED' | 'WHEN_SUPPORTED';
+
+function checksumSetting(value: string | undefined, name: string): ChecksumSetting {
+  const v = nonEmpty(value)?.toUpperCase();
+  if (v === undefined) return 'WHEN_REQUIRED';
+  if (v === 'WHEN_REQUIRED' || v === 'WHEN_SUPPORTED') return v;
+  throw new RangeError(`${name} must be WHEN_REQUIRED or WHEN_SUPPORTED, not '${value}'`);
+}
+
+/**
+ * Apply defaults and the environment to the options. Throws RangeError for an option or
+ * environment value out of range, so a misconfiguration fails at construction, not mid-upload.
+ */
+export function resolveS3Config(options: S3StoreOptions = {}, env = process.env): S3Config {
+  const ignoreEnvEndpoints = truthy(env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS);
+  const endpoint =
+    nonEmpty(options.endpoint) ??
+    (ignoreEnvEndpoints
+      ? undefined
+      : (nonEmpty(env.AWS_ENDPOINT_URL_S3) ?? nonEmpty(env.AWS_ENDPOINT_URL)));
+  if (endpoint !== undefined && !URL.canParse(endpoint)) {
+    throw new RangeError(`S3 endpoint is not a URL: '${endpoint}'`);
+  }
+  const partSize = checkedInteger(
+    'partSize',
+    options.partSize ?? DEFAULT_PART_SIZE,
+    MIN_PART_SIZE,
+    MAX_PART_SIZE,
+  );
+  const fallbackText = options.createFallback ?? nonEmpty(env.PROVCAT_S3_CREATE_FALLBACK);
+  return {
+    region: nonEmpty(options.region) ?? nonEmpty(env.AWS_REGION) ?? 'us-east-1',
+    endpoint,
+    forcePathStyle: options.forcePathStyle ?? truthy(env.PROVCAT_S3_FORCE_PATH_STYLE),
+    multipartThreshold: checkedInteger(
+      'multipartThreshold',
+      options.multipartThreshold ?? DEFAULT_PART_SIZE,
+      0,
+      MAX_PART_SIZE,
+    ),
+    partSize,
+    partsInFlight: checkedInteger(
+      'partsInFlight',
+      options.partsInFlight ?? DEFAULT_PARTS_IN_FLIGHT,
+      1,
+      MAX_PARTS_IN_FLIGHT,
+    ),
+    copyThreshold: checkedInteger(
+      'copyThreshold',
+      options.copyThreshold ?? MAX_PART_SIZE,
+      0,
+      MAX_PART_SIZE,
+    ),
+    createFallback:
+      fallbackText === undefined
+        ? 'none'
+        : parseCreateFallback(
+            fallbackText,
+            options.createFallback === undefined
+              ? 'PROVCAT_S3_CREATE_FALLBACK'
+              : 'S3 option createFallback',
+          ),
+    requestChecksumCalculation: checksumSetting(
+      env.AWS_REQUEST_CHECKSUM_CALCULATION,
+      'AWS_REQUEST_CHECKSUM_CALCULATION',
+    ),
+    responseChecksumValidation: checksumSetting(
+      env.AWS_RESPONSE_CHECKSUM_VALIDATION,
+      'AWS_RESPONSE_CHECKSUM_VALIDATION',
+    ),
+  };
+}
+
+/**
+ * The part size for an upload of `size` bytes (when known): the configured size, raised to a
+ * whole number of MiB large enough that the object fits in 10,000 parts.
+ */
+export function partSizeFor(configured: number, size: number | undefined): number {
+  if (size === undefined || size <= configured * MAX_PARTS) return configured;
+  const needed = Math.ceil(size / MAX_PARTS / MiB) * MiB;
+  return Math.min(Math.max(configured, needed), MAX_PART_SIZE);
+}

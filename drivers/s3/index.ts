@@ -1,0 +1,23 @@
+/**
+ * The S3 driver (`provcat/drivers/s3`): `s3://bucket/key` on AWS S3 and S3-compatible stores.
+ *
+ * Importing this module does not load the AWS SDK; the first S3 call does. See
+ * docs/drivers/s3.md for configuration, error mapping, multipart behaviour and create modes.
+ *
+ * @module
+ */
+export {
+  type ChecksumSetting,
+  type CreateFallback,
+  DEFAULT_PART_SIZE,
+  DEFAULT_PARTS_IN_FLIGHT,
+  MAX_PARTS,
+  MAX_PARTS_IN_FLIGHT,
+  resolveS3Config,
+  type S3Config,
+  type S3StoreOptions,
+} from './config.js';
+export { mapS3Error, type S3ErrorContext, s3UriText } from './errors.js';
+export { copySource, decodeListedKey } from './keys.js';
+export { SourceError } from './parts.js';
+export { type MakeBucketOptions, PROBE_PREFIX, S3Store } from './s3-store.js';

@@ -1,0 +1,949 @@
+/**
+ * {@link S3Store}: the `s3://bucket/key` driver over `@aws-sdk/client-s3`.
+ *
+ * The driver is a thin translation of the twelve primitives into S3 calls; everything else
+ * (folders, walk, fetch and the cache, offline mode, commits) is the {@link ObjectStore} base
+ * class. Design choices, each argued where it is made:
+ *
+ * - The SDK is imported on first use (sdk.ts), so commands that make no S3 call never load it.
+ * - Configuration follows the AWS conventions (config.ts); the client is injectable.
+ * - One function maps SDK errors (errors.ts): 404 is {@link NotFound}, 403 stays a
+ *   {@link StoreError} with its status. An abort is never mapped: it surfaces as the abort error.
+ * - Flexible checksums (the SDK's default CRC32 on every upload since 2025) are asked for only
+ *   when required: S3-compatible servers such as Ceph 16 answer `411 MissingContentLength` to
+ *   the streaming-checksum encoding. `AWS_REQUEST_CHECKSUM_CALCULATION=WHEN_SUPPORTED` turns
+ *   them back on for AWS. Integrity of managed objects is SHA-256 end to end anyway (src/lake).
+ * - `_delete` asks HEAD first: S3's DeleteObject succeeds for a missing key (and on a versioned
+ *   bucket even adds a delete marker), so only a HEAD can say `NotFound`. A key deleted by
+ *   someone else between the HEAD and the DELETE is not detected (the delete still succeeds).
+ * - Version primitives check the bucket's versioning once per bucket (GetBucketVersioning,
+ *   cached for the store's lifetime): on a bucket without versioning S3 would answer with a
+ *   `null` version, which is not a version provcat can pin.
+ * - Listings ask for URL-encoded keys (keys.ts) and version listings keep the store's exact
+ *   interleaving of versions and delete markers (history.ts).
+ * - `_createMode` probes whether the store honours `If-None-Match: *` (Ceph 16 ignores it on
+ *   versioned buckets) once per bucket; see {@link S3Store._createMode}.
+ *
+ * @module
+ */
+import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { addAbortSignal, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
+import { debuglog } from 'node:util';
+import type {
+  BucketLocationConstraint,
+  ListObjectsV2CommandOutput,
+  S3Client,
+} from '@aws-sdk/client-s3';
+import type {
+  Capabilities,
+  CreateMode,
+  GetOptions,
+  GetResult,
+  ListPage,
+  ObjectInfo,
+  PagesOptions,
+  PutOptions,
+  PutSource,
+  SignalOptions,
+  VersionRecord,
+} from '../../src/driver.js';
+import {
+  Exists,
+  isAbort,
+  NotFound,
+  OfflineMiss,
+  type ProvcatError,
+  StoreError,
+} from '../../src/errors.js';
+import { ObjectStore } from '../../src/object-store.js';
+import {
+  type CreateFallback,
+  partSizeFor,
+  resolveS3Config,
+  type S3Config,
+  type S3StoreOptions,
+} from './config.js';
+import { errorName, mapS3Error, type S3ErrorContext, s3UriText, statusOf } from './errors.js';
+import { mergeVersionPage, recordVersionOrder } from './history.js';
+import { copySource, decodeListedKey } from './keys.js';
+import { copyMultipart, type MultipartTarget, uploadMultipart } from './multipart.js';
+import {
+  BytesReader,
+  FileReader,
+  PartBufferPool,
+  type PartReader,
+  SourceError,
+  StreamReader,
+} from './parts.js';
+import { loadHttpHandler, loadS3Sdk, type S3Sdk } from './sdk.js';
+
+const s3debug = debuglog('provcat:s3');
+
+/** Where `_createMode` writes its probe objects (removed again, every version). */
+export const PROBE_PREFIX = '.provcat/probe/';
+
+/** Options of {@link S3Store.makeBucket}. */
+export interface MakeBucketOptions {
+  /** Turn on versioning (needed for pins, commits and branches). Default `true`. */
+  versioning?: boolean | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** A bucket's versioning as the version primitives need it. */
+type Versioning = 'enabled' | 'suspended' | 'off' | 'missing';
+
+/** The parts of a HEAD response the driver uses. */
+interface HeadFields {
+  ContentLength?: number | undefined;
+  ETag?: string | undefined;
+  VersionId?: string | undefined;
+  LastModified?: Date | undefined;
+}
+
+function objectInfo(key: string, head: HeadFields, size?: number): ObjectInfo {
+  const length = size ?? head.ContentLength;
+  if (head.ETag === undefined || length === undefined) {
+    throw new StoreError(`the store's answer for ${key} lacks an ETag or a size`);
+  }
+  return {
+    key,
+    size: length,
+    version: head.ETag,
+    etag: head.ETag,
+    versionId: head.VersionId,
+    lastModified: head.LastModified,
+  };
+}
+
+/** The full object size from a `Content-Range: bytes a-b/size` header, when it carries one. */
+function totalFromContentRange(contentRange: string | undefined): number | undefined {
+  const m = contentRange === undefined ? null : /\/(\d+)\s*$/.exec(contentRange);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** Passes bytes through, counting them: errors when the source is not exactly `size` bytes. */
+class LengthCheck extends Transform {
+  private seen = 0;
+  constructor(
+    private readonly size: number,
+    private readonly onProgress: ((bytes: number) => void) | undefined,
+  ) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    this.seen += chunk.length;
+    if (this.seen > this.size) {
+      done(new SourceError(`the source is longer than its declared size of ${this.size} bytes`));
+      return;
+    }
+    this.onProgress?.(this.seen);
+    done(null, chunk);
+  }
+
+  override _flush(done: TransformCallback): void {
+    done(
+      this.seen === this.size
+        ? null
+        : new SourceError(`the source ended after ${this.seen} of its declared ${this.size} bytes`),
+    );
+  }
+}
+
+/**
+ * The S3 driver. Serves `s3://bucket/key` on AWS S3 and S3-compatible stores (Ceph radosgw,
+ * MinIO, ...). Thread of guarantees:
+ *
+ * - Missing objects raise {@link NotFound}; refusals (403), throttling and network failures raise
+ *   {@link StoreError} with the SDK error as `cause` and the HTTP `status`.
+ * - Uploads larger than `multipartThreshold` go in parts with bounded memory and never leave an
+ *   incomplete multipart upload behind on failure or abort (short of a process crash).
+ * - Offline (`offline` option or `PROVCAT_OFFLINE=1`), every primitive raises
+ *   {@link OfflineMiss} before any network call.
+ */
+export class S3Store extends ObjectStore {
+  readonly scheme = 's3';
+  readonly driver = 's3';
+  /** Versions work on buckets with versioning enabled; byte ranges always. */
+  readonly capabilities: Capabilities = { versions: true, ranges: true };
+  /** The region requests go to (unless an injected client says otherwise). */
+  readonly region: string;
+  /** The endpoint URL, or `undefined` for AWS. */
+  readonly endpoint: string | undefined;
+  /** Path-style addressing. */
+  readonly forcePathStyle: boolean;
+  /** Uploads above this many bytes are multipart. */
+  readonly multipartThreshold: number;
+  /** Part size of multipart uploads (raised per upload for huge known sizes). */
+  readonly partSize: number;
+  /** Parts in flight per multipart upload (and part buffers per store). */
+  readonly partsInFlight: number;
+  /** Copies above this many bytes use UploadPartCopy. */
+  readonly copyThreshold: number;
+  /** What `_createMode` falls back to when the store ignores `If-None-Match: *`. */
+  readonly createFallback: CreateFallback;
+
+  private readonly config: S3Config;
+  private readonly injected: S3Client | undefined;
+  private built: Promise<S3Client> | undefined;
+  private readonly versioning = new Map<string, Promise<Versioning>>();
+  private readonly createModes = new Map<string, Promise<CreateMode>>();
+  private readonly pool: PartBufferPool;
+
+  /** Throws RangeError for options or environment values out of range. Makes no network call. */
+  constructor(options: S3StoreOptions = {}) {
+    super(options);
+    this.config = resolveS3Config(options, options.env ?? process.env);
+    this.injected = options.client;
+    this.region = this.config.region;
+    this.endpoint = this.config.endpoint;
+    this.forcePathStyle = this.config.forcePathStyle;
+    this.multipartThreshold = this.config.multipartThreshold;
+    this.partSize = this.config.partSize;
+    this.partsInFlight = this.config.partsInFlight;
+    this.copyThreshold = this.config.copyThreshold;
+    this.createFallback = this.config.createFallback;
+    this.pool = new PartBufferPool(this.partSize, this.partsInFlight);
+  }
+
+  // ---- the client and the error mapping (used by src/lake too) ---------------------------
+
+  /**
+   * The S3 client: the injected one, or one built on first call from the configuration (the
+   * SDK's default credential chain; a keep-alive HTTP agent with at least 64 sockets). The SDK
+   * is imported here, not at module load. Building makes no network call.
+   */
+  client(): Promise<S3Client> {
+    if (this.injected) return Promise.resolve(this.injected);
+    this.built ??= this.buildClient().catch((error: unknown) => {
+      this.built = undefined;
+      throw error;
+    });
+    return this.built;
+  }
+
+  private async buildClient(): Promise<S3Client> {
+    const [sdk, { NodeHttpHandler }, http, https] = await Promise.all([
+      loadS3Sdk(),
+      loadHttpHandler(),
+      import('node:http'),
+      import('node:https'),
+    ]);
+    const maxSockets = Math.min(1024, Math.max(64, this.concurrency * this.partsInFlight));
+    const agent = { keepAlive: true, maxSockets, maxFreeSockets: maxSockets };
+    const c = this.config;
+    this.debug(
+      `client: region ${c.region}, endpoint ${c.endpoint ?? '(AWS)'}, path-style ${c.forcePathStyle}, ${maxSockets} sockets`,
+    );
+    return new sdk.S3Client({
+      region: c.region,
+      endpoint: c.endpoint,
+      forcePathStyle: c.forcePathStyle,
+      followRegionRedirects: c.endpoint === undefined,
+      requestChecksumCalculation: c.requestChecksumCalculation,
+      responseChecksumValidation: c.responseChecksumValidation,
+      requestHandler: new NodeHttpHandler({
+        httpAgent: new http.Agent(agent),
+        httpsAgent: new https.Agent(agent),
+        connectionTimeout: 10_000,
+        // An idle socket (no byte either way) for 2 minutes is a dead transfer.
+        socketTimeout: 120_000,
+      }),
+    });
+  }
+
+  /** Close the sockets of a client this store built (an injected client is the caller's to close). */
+  async close(): Promise<void> {
+    const built = this.built;
+    this.built = undefined;
+    if (built) (await built).destroy();
+  }
+
+  /**
+   * Map an error from an S3 call about `context` to a provcat error: the one mapping of this
+   * driver (see drivers/s3/errors.ts). 404 → {@link NotFound}; 412, and 409 on a create →
+   * {@link Exists}; anything else → {@link StoreError} with `status` and the SDK error as
+   * `cause`. Callers that let aborts through check `isAbort` first, as the primitives do.
+   */
+  mapError(error: unknown, context: S3ErrorContext): ProvcatError {
+    return mapS3Error(error, context);
+  }
+
+  private debug(message: string): void {
+    s3debug(message);
+    this.logger(message);
+  }
+
+  /** Run one S3 interaction: offline check, client and SDK, and the error mapping. */
+  private async call<T>(
+    context: S3ErrorContext,
+    fn: (client: S3Client, sdk: S3Sdk) => Promise<T>,
+  ): Promise<T> {
+    if (this.offline) {
+      throw new OfflineMiss(
+        `offline: no S3 call (${context.op} ${s3UriText(context.bucket, context.key)})`,
+        { uri: s3UriText(context.bucket, context.key) },
+      );
+    }
+    const [client, sdk] = await Promise.all([this.client(), loadS3Sdk()]);
+    try {
+      return await fn(client, sdk);
+    } catch (error) {
+      if (isAbort(error)) throw error;
+      throw this.mapError(error, context);
+    }
+  }
+
+  private target(client: S3Client, sdk: S3Sdk, bucket: string, key: string): MultipartTarget {
+    return { client, sdk, bucket, key, debug: (m) => this.debug(m) };
+  }
+
+  // ---- buckets -------------------------------------------------------------------------
+
+  /**
+   * Create `bucket` (idempotent for a bucket this account already owns) and, unless
+   * `versioning: false`, enable versioning on it. {@link Exists} when another account owns the
+   * name.
+   */
+  override async makeBucket(bucket: string, options: MakeBucketOptions = {}): Promise<void> {
+    const versioning = options.versioning ?? true;
+    await this.call({ bucket, op: 'makeBucket' }, async (client, sdk) => {
+      const region = this.injected ? await client.config.region() : this.region;
+      try {
+        await client.send(
+          new sdk.CreateBucketCommand({
+            Bucket: bucket,
+            CreateBucketConfiguration:
+              region === 'us-east-1'
+                ? undefined
+                : { LocationConstraint: region as BucketLocationConstraint },
+          }),
+          { abortSignal: options.signal },
+        );
+      } catch (error) {
+        if (errorName(error) !== 'BucketAlreadyOwnedByYou') throw error;
+      }
+      if (versioning) {
+        await client.send(
+          new sdk.PutBucketVersioningCommand({
+            Bucket: bucket,
+            VersioningConfiguration: { Status: 'Enabled' },
+          }),
+          { abortSignal: options.signal },
+        );
+      }
+    });
+    this.versioning.delete(bucket);
+    this.createModes.delete(bucket);
+    this.debug(`makeBucket ${bucket} (versioning ${versioning ? 'on' : 'unchanged'})`);
+  }
+
+  /** The bucket's versioning, asked once per bucket and cached (a failed ask is not cached). */
+  private versioningOf(bucket: string): Promise<Versioning> {
+    let state = this.versioning.get(bucket);
+    if (!state) {
+      state = this.call({ bucket, op: 'versioning' }, async (client, sdk) => {
+        try {
+          const r = await client.send(new sdk.GetBucketVersioningCommand({ Bucket: bucket }));
+          return r.Status === 'Enabled'
+            ? 'enabled'
+            : r.Status === 'Suspended'
+              ? 'suspended'
+              : 'off';
+        } catch (error) {
+          if (statusOf(error) === 404 || errorName(error) === 'NoSuchBucket') return 'missing';
+          throw error;
+        }
+      });
+      this.versioning.set(bucket, state);
+      state.catch(() => this.versioning.delete(bucket));
+    }
+    return state;
+  }
+
+  /** Refuse a version primitive on a bucket without versioning (StoreError) or without bucket (NotFound). */
+  private async requireVersions(bucket: string, op: string): Promise<void> {
+    const state = await this.versioningOf(bucket);
+    if (state === 'enabled') return;
+    const uri = s3UriText(bucket);
+    if (state === 'missing') throw new NotFound(`${op} ${uri}: no bucket ${bucket}`, { uri });
+    throw new StoreError(
+      `${op} ${uri}: the bucket keeps no versions (versioning is ${state === 'off' ? 'not enabled' : 'suspended'})`,
+      { uri },
+    );
+  }
+
+  // ---- core primitives -------------------------------------------------------------------
+
+  /** HeadObject: size, and the ETag as version. {@link NotFound} when absent. */
+  override async _head(bucket: string, key: string, options: SignalOptions = {}) {
+    return this.call({ bucket, key, op: 'head' }, async (client, sdk) => {
+      const r = await client.send(new sdk.HeadObjectCommand({ Bucket: bucket, Key: key }), {
+        abortSignal: options.signal,
+      });
+      return objectInfo(key, r);
+    });
+  }
+
+  /**
+   * ListObjectsV2 pages (`limit` is MaxKeys, at most 1,000), following continuation tokens.
+   * Keys come URL-encoded from the store and are decoded here. A missing bucket yields nothing.
+   */
+  override async *_pages(
+    bucket: string,
+    prefix: string,
+    options: PagesOptions = {},
+  ): AsyncIterable<ListPage> {
+    const limit = Math.min(1000, Math.max(1, Math.floor(options.limit ?? 1000)));
+    let token: string | undefined;
+    for (;;) {
+      const context = { bucket, key: prefix, op: 'list' };
+      let r: ListObjectsV2CommandOutput;
+      try {
+        r = await this.call(context, (client, sdk) =>
+          client.send(
+            new sdk.ListObjectsV2Command({
+              Bucket: bucket,
+              Prefix: prefix === '' ? undefined : prefix,
+              Delimiter: options.delimiter,
+              MaxKeys: limit,
+              ContinuationToken: token,
+              EncodingType: 'url',
+            }),
+            { abortSignal: options.signal },
+          ),
+        );
+      } catch (error) {
+        if (token === undefined && error instanceof NotFound) return;
+        throw error;
+      }
+      const decode = this.keyDecoder(r.EncodingType, context);
+      const page: ListPage = {
+        prefixes: (r.CommonPrefixes ?? []).flatMap((p) =>
+          p.Prefix === undefined ? [] : [decode(p.Prefix)],
+        ),
+        objects: (r.Contents ?? []).map((o) =>
+          objectInfo(decode(o.Key ?? ''), { ETag: o.ETag, LastModified: o.LastModified }, o.Size),
+        ),
+      };
+      if (page.prefixes.length > 0 || page.objects.length > 0) yield page;
+      if (!r.IsTruncated) return;
+      token = r.NextContinuationToken;
+      if (!token) {
+        throw new StoreError(`list ${s3UriText(bucket, prefix)}: truncated page without a token`);
+      }
+    }
+  }
+
+  private keyDecoder(encoding: string | undefined, context: S3ErrorContext) {
+    if (encoding !== 'url') return (key: string) => key;
+    return (key: string) => {
+      try {
+        return decodeListedKey(key);
+      } catch (cause) {
+        throw new StoreError(
+          `${context.op} ${s3UriText(context.bucket, context.key)}: the store listed a key that is not valid URL encoding: ${key}`,
+          { cause },
+        );
+      }
+    };
+  }
+
+  /**
+   * GetObject, streamed. With a range, one request with `Range: bytes=start-(end-1)`; the
+   * Content-Range the store sent is returned as is (callers validate it). `info.size` is the
+   * whole object's size (from Content-Range when there is one). {@link NotFound} when absent.
+   */
+  override async _get(bucket: string, key: string, options: GetOptions = {}): Promise<GetResult> {
+    return this.getObject(bucket, key, undefined, options, 'get');
+  }
+
+  private async getObject(
+    bucket: string,
+    key: string,
+    versionId: string | undefined,
+    options: GetOptions,
+    op: string,
+  ): Promise<GetResult> {
+    const range = options.range;
+    if (
+      range &&
+      !(
+        Number.isSafeInteger(range.start) &&
+        Number.isSafeInteger(range.end) &&
+        range.start >= 0 &&
+        range.end > range.start
+      )
+    ) {
+      throw new RangeError(`bad byte range [${range.start}, ${range.end})`);
+    }
+    return this.call({ bucket, key, op }, async (client, sdk) => {
+      const r = await client.send(
+        new sdk.GetObjectCommand({
+          Bucket: bucket,
+          Key: key,
+          VersionId: versionId,
+          Range: range ? `bytes=${range.start}-${range.end - 1}` : undefined,
+        }),
+        { abortSignal: options.signal },
+      );
+      const body = r.Body;
+      if (!(body instanceof Readable)) {
+        throw new StoreError(`${op} ${s3UriText(bucket, key)}: the SDK returned no Node stream`);
+      }
+      if (options.signal) addAbortSignal(options.signal, body);
+      if (r.ContentLength === undefined) {
+        body.destroy();
+        throw new StoreError(`${op} ${s3UriText(bucket, key)}: no Content-Length`);
+      }
+      const size = totalFromContentRange(r.ContentRange) ?? r.ContentLength;
+      return {
+        body,
+        info: objectInfo(key, r, size),
+        contentLength: r.ContentLength,
+        contentRange: r.ContentRange,
+      };
+    });
+  }
+
+  /**
+   * PutObject, streamed from a file, a stream or bytes; above `multipartThreshold` (or, for a
+   * stream of unknown size, once it fills a part) a multipart upload with bounded memory that
+   * is aborted on any failure or abort. A source that is not exactly its declared `size` fails
+   * the put. On failure a source stream is destroyed. Progress is bytes sent (single put) or
+   * bytes in acknowledged parts (multipart).
+   */
+  override async _put(
+    bucket: string,
+    key: string,
+    source: PutSource,
+    options: PutOptions = {},
+  ): Promise<ObjectInfo> {
+    if (source instanceof Uint8Array && options.size !== undefined) {
+      if (options.size !== source.length) {
+        throw new RangeError(`size ${options.size} given for ${source.length} bytes`);
+      }
+    }
+    return this.call({ bucket, key, op: 'put' }, async (client, sdk) => {
+      let size = options.size;
+      if (source instanceof Uint8Array) {
+        size = source.length;
+      } else if (typeof source === 'string' && size === undefined) {
+        try {
+          size = (await stat(source)).size;
+        } catch (cause) {
+          throw new SourceError(`cannot read ${source}: ${(cause as Error).message}`, { cause });
+        }
+      }
+      if (size !== undefined && size <= this.multipartThreshold) {
+        return this.putSingle(client, sdk, bucket, key, source, size, options);
+      }
+      return this.putParts(client, sdk, bucket, key, source, size, options);
+    });
+  }
+
+  private async putSingle(
+    client: S3Client,
+    sdk: S3Sdk,
+    bucket: string,
+    key: string,
+    source: PutSource,
+    size: number,
+    options: PutOptions,
+  ): Promise<ObjectInfo> {
+    let body: Uint8Array | Readable;
+    let input: Readable | undefined;
+    let sourceError: unknown;
+    if (source instanceof Uint8Array) {
+      body = source;
+    } else {
+      input = typeof source === 'string' ? createReadStream(source) : source;
+      const check = new LengthCheck(size, options.onProgress);
+      pipeline(input, check, (error) => {
+        if (error) sourceError ??= error;
+      });
+      body = check;
+    }
+    try {
+      const r = await client.send(
+        new sdk.PutObjectCommand({
+          Bucket: bucket,
+          Key: key,
+          Body: body,
+          ContentLength: size,
+          ContentType: options.contentType,
+        }),
+        { abortSignal: options.signal },
+      );
+      if (source instanceof Uint8Array) options.onProgress?.(size);
+      return objectInfo(key, { ETag: r.ETag, VersionId: r.VersionId }, size);
+    } catch (error) {
+      if (body instanceof Readable) body.destroy();
+      input?.destroy();
+      if (sourceError !== undefined && !isAbort(error)) {
+        throw sourceError instanceof SourceError
+          ? sourceError
+          : new SourceError(`the source failed: ${(sourceError as Error).message}`, {
+              cause: sourceError,
+            });
+      }
+      throw error;
+    }
+  }
+
+  private async putParts(
+    client: S3Client,
+    sdk: S3Sdk,
+    bucket: string,
+    key: string,
+    source: PutSource,
+    size: number | undefined,
+    options: PutOptions,
+  ): Promise<ObjectInfo> {
+    const partSize = partSizeFor(this.partSize, size);
+    const pool =
+      partSize === this.partSize ? this.pool : new PartBufferPool(partSize, this.partsInFlight);
+    const reader: PartReader =
+      typeof source === 'string'
+        ? await FileReader.open(source)
+        : source instanceof Uint8Array
+          ? new BytesReader(source)
+          : new StreamReader(source);
+    let failed = true;
+    pool.enter();
+    try {
+      let first: { buffer: Buffer; data: Uint8Array } | undefined;
+      if (size === undefined) {
+        // Unknown size: one part decides. A stream that ends inside it is one plain put.
+        const buffer = await pool.acquire(options.signal);
+        let data: Uint8Array;
+        try {
+          data = await reader.read(buffer);
+        } catch (error) {
+          pool.release(buffer);
+          throw error;
+        }
+        if (data.length < partSize && data.length <= this.multipartThreshold) {
+          try {
+            const r = await client.send(
+              new sdk.PutObjectCommand({
+                Bucket: bucket,
+                Key: key,
+                Body: data,
+                ContentLength: data.length,
+                ContentType: options.contentType,
+              }),
+              { abortSignal: options.signal },
+            );
+            options.onProgress?.(data.length);
+            failed = false;
+            return objectInfo(key, { ETag: r.ETag, VersionId: r.VersionId }, data.length);
+          } finally {
+            pool.release(buffer);
+          }
+        }
+        first = { buffer, data };
+      }
+      const result = await uploadMultipart(this.target(client, sdk, bucket, key), reader, {
+        pool,
+        partSize,
+        contentType: options.contentType,
+        expectedSize: size,
+        first,
+        signal: options.signal,
+        onProgress: options.onProgress,
+      });
+      failed = false;
+      return objectInfo(key, { ETag: result.etag, VersionId: result.versionId }, result.size);
+    } finally {
+      pool.leave();
+      await reader.close(failed);
+    }
+  }
+
+  /**
+   * DeleteObject after a HEAD: {@link NotFound} when there is no current object (S3's delete
+   * itself cannot tell). On a versioned bucket this adds a delete marker.
+   */
+  override async _delete(bucket: string, key: string, options: SignalOptions = {}): Promise<void> {
+    await this._head(bucket, key, options);
+    await this.call({ bucket, key, op: 'delete' }, (client, sdk) =>
+      client.send(new sdk.DeleteObjectCommand({ Bucket: bucket, Key: key }), {
+        abortSignal: options.signal,
+      }),
+    );
+  }
+
+  // ---- version primitives --------------------------------------------------------------
+
+  /** The VersionId of the current object (HEAD). StoreError on a bucket without versioning. */
+  override async _versionOf(
+    bucket: string,
+    key: string,
+    options: SignalOptions = {},
+  ): Promise<string> {
+    await this.requireVersions(bucket, 'versionOf');
+    const info = await this._head(bucket, key, options);
+    if (info.versionId === undefined) {
+      throw new StoreError(`versionOf ${s3UriText(bucket, key)}: the store sent no version ID`, {
+        uri: s3UriText(bucket, key),
+      });
+    }
+    return info.versionId;
+  }
+
+  /**
+   * ListObjectVersions under `prefix`, paging with KeyMarker/VersionIdMarker: versions and
+   * delete markers (`size: null`) in the store's exact order (key order, newest first within a
+   * key). StoreError on a bucket without versioning; a missing bucket yields nothing.
+   */
+  override async *_history(
+    bucket: string,
+    prefix: string,
+    options: SignalOptions = {},
+  ): AsyncIterable<VersionRecord> {
+    const state = await this.versioningOf(bucket);
+    if (state === 'missing') return;
+    await this.requireVersions(bucket, 'history');
+    const sdk = await loadS3Sdk();
+    let keyMarker: string | undefined;
+    let versionIdMarker: string | undefined;
+    for (;;) {
+      const context = { bucket, key: prefix, op: 'history' };
+      const command = new sdk.ListObjectVersionsCommand({
+        Bucket: bucket,
+        Prefix: prefix === '' ? undefined : prefix,
+        KeyMarker: keyMarker,
+        VersionIdMarker: versionIdMarker,
+        EncodingType: 'url',
+      });
+      const recorder = recordVersionOrder(command);
+      const r = await this.call(context, (client) =>
+        client.send(command, { abortSignal: options.signal }),
+      );
+      const decode = this.keyDecoder(r.EncodingType, context);
+      for (const item of mergeVersionPage(r.Versions ?? [], r.DeleteMarkers ?? [], recorder)) {
+        const e = item.entry;
+        if (e.Key === undefined || e.VersionId === undefined) {
+          throw new StoreError(`history ${s3UriText(bucket, prefix)}: an entry without key or ID`);
+        }
+        yield {
+          key: decode(e.Key),
+          versionId: e.VersionId,
+          size: item.kind === 'version' ? (item.entry.Size ?? 0) : null,
+          current: e.IsLatest === true,
+          etag: item.kind === 'version' ? item.entry.ETag : undefined,
+          lastModified: e.LastModified,
+        };
+      }
+      if (!r.IsTruncated) return;
+      keyMarker = r.NextKeyMarker === undefined ? undefined : decode(r.NextKeyMarker);
+      versionIdMarker = r.NextVersionIdMarker;
+      if (!keyMarker) {
+        throw new StoreError(
+          `history ${s3UriText(bucket, prefix)}: truncated page without a marker`,
+        );
+      }
+    }
+  }
+
+  /** HeadObject of one version. {@link NotFound} when that version does not exist. */
+  override async _headVersion(
+    bucket: string,
+    key: string,
+    versionId: string,
+    options: SignalOptions = {},
+  ): Promise<ObjectInfo> {
+    await this.requireVersions(bucket, 'headVersion');
+    return this.call({ bucket, key, op: 'headVersion' }, async (client, sdk) => {
+      const r = await client.send(
+        new sdk.HeadObjectCommand({ Bucket: bucket, Key: key, VersionId: versionId }),
+        { abortSignal: options.signal },
+      );
+      return objectInfo(key, r);
+    });
+  }
+
+  /** GetObject of one version (optionally a range, as `_get`). */
+  override async _getVersion(
+    bucket: string,
+    key: string,
+    versionId: string,
+    options: GetOptions = {},
+  ): Promise<GetResult> {
+    await this.requireVersions(bucket, 'getVersion');
+    return this.getObject(bucket, key, versionId, options, 'getVersion');
+  }
+
+  /**
+   * PutObject with `If-None-Match: *`: {@link Exists} (412, or 409 on a concurrent create) when
+   * a current object has the key. Atomic only where the store honours the condition — see
+   * {@link _createMode}; Ceph 16 ignores it on versioned buckets.
+   */
+  override async _create(
+    bucket: string,
+    key: string,
+    body: Uint8Array,
+    options: SignalOptions = {},
+  ): Promise<ObjectInfo> {
+    return this.call({ bucket, key, op: 'create' }, async (client, sdk) => {
+      const r = await client.send(
+        new sdk.PutObjectCommand({
+          Bucket: bucket,
+          Key: key,
+          Body: body,
+          ContentLength: body.length,
+          IfNoneMatch: '*',
+        }),
+        { abortSignal: options.signal },
+      );
+      return objectInfo(key, { ETag: r.ETag, VersionId: r.VersionId }, body.length);
+    });
+  }
+
+  /**
+   * Server-side copy of the current object, or of one version, to `toKey` in the same bucket:
+   * CopyObject, or UploadPartCopy parts above `copyThreshold` (5 GiB). A HEAD of the source
+   * first gives its size; the copy is conditional on the source's ETag, so a source replaced in
+   * between fails the copy (StoreError, status 412) rather than copying something else.
+   */
+  override async _copy(
+    bucket: string,
+    key: string,
+    versionId: string | undefined,
+    toKey: string,
+    options: SignalOptions = {},
+  ): Promise<ObjectInfo> {
+    if (versionId !== undefined) await this.requireVersions(bucket, 'copy');
+    return this.call({ bucket, key, op: 'copy' }, async (client, sdk) => {
+      const head = await client.send(
+        new sdk.HeadObjectCommand({ Bucket: bucket, Key: key, VersionId: versionId }),
+        { abortSignal: options.signal },
+      );
+      const source = objectInfo(key, head);
+      try {
+        if (source.size > this.copyThreshold) {
+          const result = await copyMultipart(
+            this.target(client, sdk, bucket, toKey),
+            key,
+            {
+              versionId,
+              size: source.size,
+              etag: source.version,
+              contentType: head.ContentType,
+              contentEncoding: head.ContentEncoding,
+              contentDisposition: head.ContentDisposition,
+              cacheControl: head.CacheControl,
+              metadata: head.Metadata,
+            },
+            { partSize: this.partSize, partsInFlight: this.partsInFlight, signal: options.signal },
+          );
+          return objectInfo(toKey, { ETag: result.etag, VersionId: result.versionId }, result.size);
+        }
+        const r = await client.send(
+          new sdk.CopyObjectCommand({
+            Bucket: bucket,
+            Key: toKey,
+            CopySource: copySource(bucket, key, versionId),
+            CopySourceIfMatch: source.version,
+          }),
+          { abortSignal: options.signal },
+        );
+        return objectInfo(
+          toKey,
+          {
+            ETag: r.CopyObjectResult?.ETag,
+            VersionId: r.VersionId,
+            LastModified: r.CopyObjectResult?.LastModified,
+          },
+          source.size,
+        );
+      } catch (error) {
+        if (statusOf(error) !== 412) throw error;
+        throw new StoreError(`copy ${s3UriText(bucket, key)}: the source changed during the copy`, {
+          uri: s3UriText(bucket, key),
+          cause: error,
+          status: 412,
+        });
+      }
+    });
+  }
+
+  /**
+   * How `_create` keeps "only if absent" on `bucket`. Probed once per bucket and store: a
+   * random key under `.provcat/probe/` is created twice; if the second create succeeds, the
+   * store ignores `If-None-Match: *` (as Ceph 16 does on versioned buckets; a store answering
+   * 501 Not Implemented counts as ignoring it). Every version of the probe is deleted
+   * afterwards. Returns `atomic` when the condition is honoured; otherwise
+   * `oldest-version-wins` if the `createFallback` option (or `PROVCAT_S3_CREATE_FALLBACK`)
+   * allows it and the bucket keeps versions, else `none`.
+   */
+  override async _createMode(bucket: string): Promise<CreateMode> {
+    let mode = this.createModes.get(bucket);
+    if (!mode) {
+      mode = this.probeCreateMode(bucket);
+      this.createModes.set(bucket, mode);
+      mode.catch(() => this.createModes.delete(bucket));
+    }
+    return mode;
+  }
+
+  private async probeCreateMode(bucket: string): Promise<CreateMode> {
+    const key = `${PROBE_PREFIX}${randomUUID()}`;
+    const notImplemented = (error: unknown) => error instanceof StoreError && error.status === 501;
+    let honoured: boolean | undefined;
+    try {
+      try {
+        await this._create(bucket, key, Buffer.from('provcat create probe 1\n'));
+      } catch (error) {
+        if (!notImplemented(error)) throw error;
+        honoured = false;
+      }
+      if (honoured === undefined) {
+        try {
+          await this._create(bucket, key, Buffer.from('provcat create probe 2\n'));
+          honoured = false;
+        } catch (error) {
+          if (error instanceof Exists) honoured = true;
+          else if (notImplemented(error)) honoured = false;
+          else throw error;
+        }
+      }
+    } finally {
+      await this.removeProbe(bucket, key);
+    }
+    const versioned = (await this.versioningOf(bucket)) === 'enabled';
+    const mode: CreateMode = honoured
+      ? 'atomic'
+      : versioned && this.createFallback === 'oldest-version-wins'
+        ? 'oldest-version-wins'
+        : 'none';
+    this.debug(
+      `createMode ${bucket}: If-None-Match ${honoured ? 'honoured' : 'ignored'}, versioning ${versioned}, mode ${mode}`,
+    );
+    return mode;
+  }
+
+  /** Delete every version of the probe key. A failure is logged: the probe's answer stands. */
+  private async removeProbe(bucket: string, key: string): Promise<void> {
+    try {
+      await this.call({ bucket, key, op: 'probe cleanup' }, async (client, sdk) => {
+        const r = await client.send(
+          new sdk.ListObjectVersionsCommand({ Bucket: bucket, Prefix: key }),
+        );
+        const ids = [...(r.Versions ?? []), ...(r.DeleteMarkers ?? [])].filter(
+          (v) => v.Key === key,
+        );
+        for (const v of ids) {
+          await client.send(
+            new sdk.DeleteObjectCommand({ Bucket: bucket, Key: key, VersionId: v.VersionId }),
+          );
+        }
+      });
+    } catch (error) {
+      this.debug(`createMode ${bucket}: removing probe ${key} failed: ${String(error)}`);
+    }
+  }
+}
