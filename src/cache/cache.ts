@@ -358,6 +358,7 @@ export class Cache {
         continue;
       }
       const rel = path.relative(dir, full).split(path.sep).join('/');
+      if (e.name.startsWith(TEMP_PREFIX) && (await isRecent(full))) continue;
       if (!keep.has(rel)) {
         await rm(full, { force: true });
         removed++;
@@ -409,6 +410,15 @@ export class Cache {
     checkSegment(name, key);
     return path.join(dir, name);
   }
+}
+
+/**
+ * True for a file modified in the last minute: a temp file another process (fetching a folder
+ * nested in this one) may be about to rename into place.
+ */
+async function isRecent(file: string): Promise<boolean> {
+  const st = await stat(file).catch(() => undefined);
+  return st !== undefined && Date.now() - st.mtimeMs < 60_000;
 }
 
 /** Throw unless `segment` is a safe single path component (see src/uri.ts). */

@@ -261,6 +261,7 @@ async function fetchFolder(
       options.signal,
     );
     await cache.prune(dir, new Set(rels));
+    await cache.ensureDir(dir);
     await cache.syncDir(dir);
     await cache.writeState({ uri: viewId, done: true, files });
     return { path: dir, files: entries.length, downloaded, bytes: transfer.bytes };
