@@ -1,9 +1,10 @@
 /**
- * Commits, logs, pins and branches beyond the conformance suite: the versions conformance part
- * run on the in-memory driver, the on-store format, create modes that the real drivers here do
- * not all have (a store that ignores create-if-absent), the cache and offline rules of
- * `loadCommit`, a writer racing a listing page by page, unversioned buckets, eight processes
- * committing one folder on the local store, and the CLI verbs.
+ * Commits, logs, pins and branches beyond the conformance suite: the whole conformance suite on
+ * the in-memory test driver, the versions part on Ceph in `oldest-version-wins` mode, the
+ * on-store format, create modes that the real drivers here do not all have (a store that ignores
+ * create-if-absent), the cache and offline rules of `loadCommit`, a writer racing a listing page
+ * by page, unversioned buckets, eight processes committing one folder on the local store, and
+ * the CLI verbs.
  *
  * The multi-process test runs test/fixtures/commit-worker.mjs, which imports dist/: run
  * `npm run build` first (the `test` script does); a dist older than src/commits fails the test.
@@ -40,6 +41,7 @@ import type { VersionRecord } from '../src/driver.js';
 import { ObjectIntegrityError, OfflineMiss, StoreError } from '../src/errors.js';
 import { registerDriver } from '../src/registry.js';
 import { Uri } from '../src/uri.js';
+import { conformance } from './conformance/index.js';
 import { rejection, text, versionsSuite } from './conformance/versions.js';
 import {
   describeS3,
@@ -63,10 +65,19 @@ const mem = (options: MemoryStoreOptions = {}) =>
   new MemoryStore({ cache: cacheDir(), ...options });
 const put = (s: MemoryStore, key: string, body: string) => s._put(B, key, Buffer.from(body));
 
-describe('the versions conformance part on the memory store', () => {
+// The whole conformance suite on the memory store proves the test driver faithful (others
+// reuse it). The versions part runs a second time with latency, so concurrent calls interleave.
+const conformanceBackend = new MemoryBackend();
+conformance({
+  name: 'memory',
+  store: (o) => new MemoryStore({ backend: conformanceBackend, ...o }),
+  bucket: B,
+  flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
+});
+describe('the versions part on a memory store with latency', () => {
   const backend = new MemoryBackend();
   versionsSuite({
-    name: 'memory',
+    name: 'memory with latency',
     store: (o) => new MemoryStore({ backend, latency: () => Math.random() * 2, ...o }),
     bucket: B,
     flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
