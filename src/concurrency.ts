@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { setMaxListeners } from 'node:events';
 
 /** Run `fn(item, signal)` for every item, at most `limit` at a time. */
 export async function forEachLimit<T>(
@@ -16,6 +17,8 @@ export async function forEachLimit<T>(
   signal?: AbortSignal,
 ): Promise<void> {
   const inner = new AbortController();
+  // Every task in flight may listen for the abort (an SDK call, a stream): allow that many.
+  setMaxListeners(Math.max(10, limit * 2 + 4), inner.signal);
   const onAbort = () => inner.abort(signal?.reason);
   signal?.addEventListener('abort', onAbort, { once: true });
   const iterator = items[Symbol.iterator]();

@@ -303,6 +303,9 @@ export class Cache {
     }
     try {
       await rename(temp, dest);
+      // rename(2) does nothing when both names are links to one inode (dest already held this
+      // blob): the temp name is then still there.
+      await rm(temp, { force: true });
     } catch (error) {
       await rm(temp, { force: true });
       if ((error as NodeJS.ErrnoException).code === 'EISDIR') {
