@@ -3,14 +3,16 @@
  *
  * ```
  * <root>/<bucket>/                     a bucket: a folder directory
- *   d.<seg>/                           folder `seg/` (holds keys below it, same layout)
- *   o.<seg>/                           object `seg` (holds its versions)
+ *   d.<seg>/                           folder `seg/` (a folder directory: same layout inside)
+ *   o.<seg>/                           object `seg`: the truth about its versions
  *     <ticks>-<rand>.<size>.<md5>      one version with bytes (an immutable file)
  *     <ticks>-<rand>.x                 a delete marker (an empty file)
  *     .lock/                           the per-key writer lock (proper-lockfile), while held
  *     .tmp-<pid>-<rand>                a write in progress (ignored by readers)
- *   dh.<sha256>/ and oh.<sha256>/      the same for a segment whose name would be too long;
- *     .name                              the segment itself, UTF-8
+ *   v.<seg>.<version file name>        listing index: one empty file per version of `seg`
+ *   p.<seg>                            "a write to `seg` is in progress (or crashed)"
+ *   dh.<sha256>/, oh.<sha256>/,        the same for a segment whose escaped name is longer than
+ *   vh.<sha256>.<...>, ph.<sha256>       {@link MAX_TOKEN}; `dh.`/`oh.` hold `.name`, the segment
  * ```
  *
  * Why this shape:
@@ -21,34 +23,42 @@
  *   disks (macOS): `[a-z0-9._-]` stay as they are, an uppercase letter becomes `^` plus the
  *   lowercase letter, every other byte (and a trailing `.`) becomes `%XX`. Case-folding the result
  *   never merges two encodings, and no non-ASCII byte ever reaches the file system.
- * - A segment whose encoded name exceeds {@link MAX_DIRECT_NAME} characters is named by its
- *   SHA-256 and keeps its text in `.name`, so a 1,024-byte key works on a 255-byte name limit.
- * - Everything a listing needs about a version (its ID, time, size, ETag, whether it is a delete
- *   marker) is in the version's file name: one `readdir` per key answers a listing, with no
- *   `stat` and no JSON parse.
+ * - A segment whose escaped form is longer than {@link MAX_TOKEN} characters is named by its
+ *   SHA-256, so a 1,024-byte key works under a 255-byte file-name limit.
+ * - Everything about a version (ID, time, size, ETag, delete marker) is in its file name, so
+ *   nothing is ever parsed from file contents.
+ * - Listing speed: the object directory is the truth, and one `readdir` of it answers `_head`
+ *   and `_get`. But a listing of 10,000 keys cannot afford 10,000 `readdir`s, so every folder
+ *   directory also holds an index entry per version of each key in it (`v.<seg>.<version>`):
+ *   one `readdir` of the folder answers a listing or a history of everything in it. A writer,
+ *   under the key's lock, creates `p.<seg>` first, then publishes the version in `o.<seg>/`, then
+ *   its index entry, then removes `p.<seg>`. A reader that sees `p.<seg>` (or no index entry for
+ *   an existing `o.<seg>/`) reads `o.<seg>/` itself, so the index is never trusted while it may
+ *   lag; a writer that finds a `p.<seg>` left by a crash first completes the index from
+ *   `o.<seg>/`. Versions and index entries are never removed, so a `readdir` racing a write can
+ *   only miss the newest, still in-flight version.
  * - A version ID is `<ticks>-<rand>`: 17 decimal digits of microseconds since the epoch, taken
  *   under the key's writer lock as `max(now, newest + 1)`, so a write that starts after another
  *   finished always gets a larger ID, even within one millisecond and across processes; then
  *   8 random hex digits. IDs are fixed width, so their string order is their time order and the
- *   newest version of a key is simply the largest file name.
+ *   newest version of a key is simply the largest.
  *
  * @module
  */
 import { createHash, randomBytes } from 'node:crypto';
 
-/** The longest entry name written as is; longer ones are hashed. Well under 255 bytes. */
-export const MAX_DIRECT_NAME = 200;
+/**
+ * The longest escaped segment used as is in entry names; longer ones are hashed. An index entry
+ * adds at most 81 characters, so every name stays under 255 bytes.
+ */
+export const MAX_TOKEN = 160;
 
 /** The longest key the local store holds, in UTF-8 bytes (S3's limit too). */
 export const MAX_KEY_BYTES = 1024;
 
-/** The file inside a hashed entry directory that holds the segment's text. */
+/** The file inside a hashed object or folder directory that holds the segment's text. */
 export const NAME_FILE = '.name';
 
-/** Whether an entry directory is an object (holds versions) or a folder (holds entries). */
-export type EntryKind = 'object' | 'folder';
-
-const TAG: Record<EntryKind, string> = { object: 'o', folder: 'd' };
 const HEX = '0123456789ABCDEF';
 
 function isPlain(b: number): boolean {
@@ -103,30 +113,93 @@ export function decodeName(name: string): string | undefined {
   return Buffer.from(text, 'utf8').equals(buf) ? text : undefined;
 }
 
-/** The directory entry name of a segment as an object or a folder, and whether it is hashed. */
-export function entryName(kind: EntryKind, segment: string): { name: string; hashed: boolean } {
-  const direct = `${TAG[kind]}.${encodeName(segment)}`;
-  if (direct.length <= MAX_DIRECT_NAME) return { name: direct, hashed: false };
-  const digest = createHash('sha256').update(segment, 'utf8').digest('hex');
-  return { name: `${TAG[kind]}h.${digest}`, hashed: true };
+/**
+ * How a segment appears in entry names: `ref` is the common part of its `o`, `d`, `v` and `p`
+ * entries (`.<escaped>` or `h.<sha256>`), the key of the index maps a folder scan builds.
+ */
+export interface SegmentRef {
+  ref: string;
+  hashed: boolean;
 }
 
-/** What a directory entry name says: its kind and its segment (unless hashed: read `.name`). */
-export type ParsedEntry =
-  | { kind: EntryKind; hashed: false; segment: string }
-  | { kind: EntryKind; hashed: true };
+/** The {@link SegmentRef} of a segment. */
+export function refOf(segment: string): SegmentRef {
+  const token = encodeName(segment);
+  if (token.length <= MAX_TOKEN) return { ref: `.${token}`, hashed: false };
+  return { ref: `h.${createHash('sha256').update(segment, 'utf8').digest('hex')}`, hashed: true };
+}
 
-/** Parse a directory entry name; `undefined` for anything this layout does not write. */
-export function parseEntryName(name: string): ParsedEntry | undefined {
-  const m = /^([od])(h?)\.(.*)$/s.exec(name);
-  if (!m) return undefined;
-  const kind: EntryKind = m[1] === 'o' ? 'object' : 'folder';
-  const rest = m[3] as string;
-  if (m[2] === 'h') return /^[0-9a-f]{64}$/.test(rest) ? { kind, hashed: true } : undefined;
-  const segment = decodeName(rest);
-  // Only accept the canonical spelling, so one segment never has two directories.
-  if (segment === undefined || encodeName(segment) !== rest) return undefined;
-  return { kind, hashed: false, segment };
+/** The object directory of a segment. */
+export function objectDirName(ref: SegmentRef): string {
+  return `o${ref.ref}`;
+}
+
+/** The folder directory of a segment. */
+export function folderDirName(ref: SegmentRef): string {
+  return `d${ref.ref}`;
+}
+
+/** The pending marker of a segment (see the module comment). */
+export function pendingName(ref: SegmentRef): string {
+  return `p${ref.ref}`;
+}
+
+/** The index entry of one version (named by its version file name) of a segment. */
+export function indexName(ref: SegmentRef, versionFile: string): string {
+  return `v${ref.ref}.${versionFile}`;
+}
+
+/** What a folder directory entry is. */
+export type FolderEntry =
+  | {
+      /** `o`: object directory, `d`: folder directory, `p`: pending marker. */
+      tag: 'o' | 'd' | 'p';
+      ref: string;
+      /** The segment, unless hashed (then read `.name` in the `o`/`d` directory). */
+      segment: string | undefined;
+    }
+  | { tag: 'v'; ref: string; version: VersionFile };
+
+const INDEX_ENTRY =
+  /^v(\.[^/]+|h\.[0-9a-f]{64})\.((\d{17})-[0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})\.([0-9a-f]{32})|x)$/;
+const PLAIN_TOKEN = /^[a-z0-9._-]*[a-z0-9_-]$/;
+
+/** Parse a folder directory entry; `undefined` for anything this layout does not write. */
+export function parseFolderEntry(name: string): FolderEntry | undefined {
+  if (name.startsWith('v')) {
+    // The ref is not validated here (it would cost a decode per version): a scan uses an index
+    // entry only for the ref of a valid `o` entry.
+    const m = INDEX_ENTRY.exec(name);
+    if (m === null) return undefined;
+    const ref = m[1] as string;
+    const version: VersionFile = {
+      name: name.slice(ref.length + 2),
+      versionId: m[2] as string,
+      ticks: Number(m[3]),
+      size: m[4] === undefined ? null : Number(m[4]),
+      md5: m[5],
+    };
+    return { tag: 'v', ref, version };
+  }
+  const tag = name[0];
+  if (tag !== 'o' && tag !== 'd' && tag !== 'p') return undefined;
+  const ref = name.slice(1);
+  if (ref.startsWith('h.')) return validRef(ref) ? { tag, ref, segment: undefined } : undefined;
+  const segment = ref.startsWith('.') ? canonical(ref.slice(1)) : undefined;
+  return segment === undefined ? undefined : { tag, ref, segment };
+}
+
+function validRef(ref: string): boolean {
+  if (ref.startsWith('h.')) return /^h\.[0-9a-f]{64}$/.test(ref);
+  return ref.startsWith('.') && canonical(ref.slice(1)) !== undefined;
+}
+
+/** The segment an escaped token names, only when the token is its canonical spelling. */
+function canonical(token: string): string | undefined {
+  if (token.length <= MAX_TOKEN && PLAIN_TOKEN.test(token)) return token; // the common case
+  const segment = decodeName(token);
+  if (segment === undefined || segment === '' || encodeName(segment) !== token) return undefined;
+  return token.length <= MAX_TOKEN ? segment : undefined;
 }
 
 // ---- versions ------------------------------------------------------------------------------

@@ -8,13 +8,14 @@
  * Concurrency, across any number of processes sharing the root:
  * - Bytes are written to a temp file inside the key's directory and fsynced *before* anything
  *   else; a version becomes visible only by `rename`, so a reader never sees a partial object.
- * - Publishing (choosing the version ID and renaming) happens under a per-key lock directory
- *   (proper-lockfile: `mkdir` is atomic; a lock left by a crashed process goes stale after 10 s).
- *   The lock is held only for a `readdir` and a `rename`, never while bytes are copied. It makes
- *   version IDs grow in the order writes finish and makes `_create` (check "no current object",
- *   then publish) atomic: exactly one of several racing creators wins.
- * - Version files are immutable once published and never removed, so readers take no lock: the
- *   newest version of a key is the largest file name in its directory.
+ * - Publishing (choosing the version ID, renaming, updating the folder's listing index) happens
+ *   under a per-key lock directory (proper-lockfile: `mkdir` is atomic; a lock left by a crashed
+ *   process goes stale after 10 s). The lock is held for a few metadata calls, never while
+ *   bytes are copied. It makes version IDs grow in the order writes finish and makes `_create`
+ *   (check "no current object", then publish) atomic: exactly one of several racing creators
+ *   wins.
+ * - Version files and index entries are immutable once published and never removed, so readers
+ *   take no lock: the newest version of a key is the largest version file name.
  *
  * Byte ranges follow S3: a range whose start is at or past the end of the object is refused
  * (`StoreError`, status 416); an end past the object is clamped to its size, and `contentRange`
@@ -50,14 +51,18 @@ import { ObjectStore } from '../../src/object-store.js';
 import type { StoreOptions } from '../../src/store.js';
 import { encodeSegment, segmentProblem, Uri } from '../../src/uri.js';
 import {
-  type EntryKind,
-  entryName,
+  folderDirName,
+  indexName,
   isVersionId,
   MAX_KEY_BYTES,
   NAME_FILE,
   nextVersionId,
-  parseEntryName,
+  objectDirName,
+  parseFolderEntry,
   parseVersionFile,
+  pendingName,
+  refOf,
+  type SegmentRef,
   timeOf,
   type VersionFile,
   versionFileName,
@@ -67,6 +72,8 @@ const debug = debuglog('provcat:local');
 
 /** Keys whose version directories a listing reads at once. */
 const LIST_BATCH = 64;
+/** Age after which a temp file is a crashed writer's leftover. */
+const STALE_TEMP_MS = 60 * 60 * 1000;
 /** Default (and largest useful) page size of `_pages`, as on S3. */
 const DEFAULT_PAGE = 1000;
 /** How long a writer waits for a key's lock: longer than the 10 s after which a lock is stale. */
@@ -95,25 +102,35 @@ interface KeyPath {
   uri: string;
   /** The object's directory (holding its versions). */
   dir: string;
+  /** The folder directory holding `dir`, its index entries and its pending marker. */
+  folder: string;
+  /** How the key's last segment is named in `folder`. */
+  ref: SegmentRef;
   /** Every directory from the bucket down to `dir` whose name is hashed (needs `.name`). */
   hashed: { dir: string; segment: string }[];
 }
 
-/** One entry of a folder directory, decoded. */
+/** One object or folder in a folder directory, decoded. */
 interface Child {
-  kind: EntryKind;
+  kind: 'object' | 'folder';
   segment: string;
   path: string;
-  /** The sort key: the segment's UTF-8 bytes, plus `/` for a folder. */
-  sort: Buffer;
+  /** The sort key: the segment, plus `/` for a folder (compared in UTF-8 byte order). */
+  sort: string;
+  /** An object's versions from the folder's index, oldest first; unset when not trusted. */
+  versions?: VersionFile[] | undefined;
 }
 
-/** What the walk of a listing yields: an object directory, or (one level) a folder. */
+/** What the walk of a listing yields: an object, or (one level) a folder. */
 interface WalkItem {
-  kind: EntryKind;
+  kind: 'object' | 'folder';
   /** The object's key, or the folder's prefix (ending in `/`). */
   key: string;
   path: string;
+  /** An object's versions, oldest first, once known (see `#resolve`). */
+  versions?: VersionFile[] | undefined;
+  /** For a folder, once known: whether some key below it has a current object. */
+  current?: boolean | undefined;
 }
 
 /**
@@ -179,14 +196,22 @@ export class LocalStore extends ObjectStore {
     const walk = this.#walk(start.dir, start.keyPrefix, start.partial, delimiter === undefined);
     let page: ListPage = { prefixes: [], objects: [] };
     let count = 0;
-    for await (const entry of mapOrdered(walk, (item) => this.#describe(item), signal)) {
-      if (entry === undefined) continue;
-      if (typeof entry === 'string') page.prefixes.push(entry);
-      else page.objects.push(entry);
-      if (++count === limit) {
-        yield page;
-        page = { prefixes: [], objects: [] };
-        count = 0;
+    for await (const run of walk) {
+      await this.#resolve(run, signal);
+      for (const item of run) {
+        if (item.kind === 'folder') {
+          if (item.current !== true) continue;
+          page.prefixes.push(item.key);
+        } else {
+          const v = item.versions?.at(-1);
+          if (v === undefined || v.size === null) continue;
+          page.objects.push(infoOf(item.key, v));
+        }
+        if (++count === limit) {
+          yield page;
+          page = { prefixes: [], objects: [] };
+          count = 0;
+        }
       }
     }
     if (count > 0) yield page;
@@ -210,7 +235,7 @@ export class LocalStore extends ObjectStore {
     const temp = await this.#writeTemp(where, source, options);
     try {
       const published = await this.#locked(where, options.signal, async () =>
-        this.#publish(where, temp.path, temp.size, temp.md5),
+        this.#publish(where, { temp: temp.path, size: temp.size, md5: temp.md5 }),
       );
       this.#trace(`put ${where.uri} ${published.versionId} (${temp.size} bytes)`);
       return infoOf(key, published);
@@ -229,14 +254,8 @@ export class LocalStore extends ObjectStore {
       if (newest === undefined || newest.size === null) {
         throw new NotFound(`${where.uri} not found`, { uri: where.uri });
       }
-      const name = versionFileName(nextVersionId(newest), null);
-      try {
-        await fs.writeFile(path.join(where.dir, name), '', { flag: 'wx' });
-      } catch (error) {
-        throw fsError(error, `cannot delete ${where.uri}`, where.uri);
-      }
-      await syncDir(where.dir, where.uri);
-      this.#trace(`delete ${where.uri}: marker ${name}`);
+      const marker = await this.#publish(where, undefined);
+      this.#trace(`delete ${where.uri}: marker ${marker.versionId}`);
     });
   }
 
@@ -253,23 +272,20 @@ export class LocalStore extends ObjectStore {
   ): AsyncIterable<VersionRecord> {
     const start = this.#listStart(bucket, prefix);
     if (start === undefined) return;
-    const walk = this.#walk(start.dir, start.keyPrefix, start.partial, true);
-    const keys = mapOrdered(
-      walk,
-      async (item) => ({ key: item.key, versions: await this.#versions(item.path, item.key) }),
-      options.signal,
-    );
-    for await (const { key, versions } of keys) {
-      for (let i = versions.length - 1; i >= 0; i--) {
-        const v = versions[i] as VersionFile;
-        yield {
-          key,
-          versionId: v.versionId,
-          size: v.size,
-          current: i === versions.length - 1,
-          etag: v.md5 === undefined ? undefined : `"${v.md5}"`,
-          lastModified: timeOf(v),
-        };
+    for await (const run of this.#walk(start.dir, start.keyPrefix, start.partial, true)) {
+      await this.#resolve(run, options.signal);
+      for (const { key, versions = [] } of run) {
+        for (let i = versions.length - 1; i >= 0; i--) {
+          const v = versions[i] as VersionFile;
+          yield {
+            key,
+            versionId: v.versionId,
+            size: v.size,
+            current: i === versions.length - 1,
+            etag: v.md5 === undefined ? undefined : `"${v.md5}"`,
+            lastModified: timeOf(v),
+          };
+        }
       }
     }
   }
@@ -312,7 +328,7 @@ export class LocalStore extends ObjectStore {
         if (newest !== undefined && newest.size !== null) {
           throw new Exists(`${where.uri} exists (version ${newest.versionId})`, { uri: where.uri });
         }
-        return this.#publish(where, temp.path, temp.size, temp.md5);
+        return this.#publish(where, { temp: temp.path, size: temp.size, md5: temp.md5 });
       });
       this.#trace(`create ${where.uri} ${published.versionId}`);
       return infoOf(key, published);
@@ -340,7 +356,7 @@ export class LocalStore extends ObjectStore {
     await this.#linkOrCopy(sourcePath, temp, from.uri, to.uri);
     try {
       const published = await this.#locked(to, options.signal, async () =>
-        this.#publish(to, temp, source.size as number, source.md5 as string),
+        this.#publish(to, { temp, size: source.size as number, md5: source.md5 as string }),
       );
       this.#trace(`copy ${from.uri}@${source.versionId} -> ${to.uri} ${published.versionId}`);
       return infoOf(toKey, published);
@@ -373,14 +389,18 @@ export class LocalStore extends ObjectStore {
       });
     }
     const segments = key.split('/');
+    const last = segments.pop() as string;
     const hashed: KeyPath['hashed'] = [];
-    let dir = bucketDir;
-    segments.forEach((segment, i) => {
-      const entry = entryName(i === segments.length - 1 ? 'object' : 'folder', segment);
-      dir = path.join(dir, entry.name);
-      if (entry.hashed) hashed.push({ dir, segment });
-    });
-    return { uri, dir: this.#inside(dir), hashed };
+    let folder = bucketDir;
+    for (const segment of segments) {
+      const ref = refOf(segment);
+      folder = path.join(folder, folderDirName(ref));
+      if (ref.hashed) hashed.push({ dir: folder, segment });
+    }
+    const ref = refOf(last);
+    const dir = this.#inside(path.join(folder, objectDirName(ref)));
+    if (ref.hashed) hashed.push({ dir, segment: last });
+    return { uri, dir, folder, ref, hashed };
   }
 
   /** Where a listing under `prefix` starts, or `undefined` when no key can match it. */
@@ -394,7 +414,7 @@ export class LocalStore extends ObjectStore {
     const folders = cut < 0 ? [] : prefix.slice(0, cut).split('/');
     for (const segment of folders) {
       if (segmentProblem(segment) !== undefined) return undefined;
-      dir = path.join(dir, entryName('folder', segment).name);
+      dir = path.join(dir, folderDirName(refOf(segment)));
     }
     return { dir: this.#inside(dir), keyPrefix, partial: prefix.slice(cut + 1) };
   }
@@ -438,12 +458,24 @@ export class LocalStore extends ObjectStore {
 
   /** Every version of a key, oldest first; empty when the key never existed. */
   async #versions(dir: string, what: string): Promise<VersionFile[]> {
-    const out: VersionFile[] = [];
-    for (const name of await this.#versionNames(dir, what)) {
-      const v = parseVersionFile(name);
-      if (v !== undefined) out.push(v);
+    return sortVersions(await this.#versionNames(dir, what));
+  }
+
+  /** Remove temp files of writers that died over an hour ago (a live write takes seconds). */
+  async #sweepTemps(dir: string, names: string[]): Promise<void> {
+    for (const name of names) {
+      if (!name.startsWith('.tmp-')) continue;
+      const file = path.join(dir, name);
+      try {
+        const { mtimeMs } = await fs.stat(file);
+        if (Date.now() - mtimeMs < STALE_TEMP_MS) continue;
+        await fs.rm(file, { force: true });
+        this.#trace(`removed the stale temp file ${file}`);
+      } catch (error) {
+        // Another writer may have renamed or removed it meanwhile; nothing depends on this.
+        if (errorCode(error) !== 'ENOENT') this.#trace(`cannot sweep ${file}: ${String(error)}`);
+      }
     }
-    return out.sort((a, b) => (a.versionId < b.versionId ? -1 : 1));
   }
 
   /** The newest version (maybe a delete marker), or `undefined` when there is none. */
@@ -527,16 +559,46 @@ export class LocalStore extends ObjectStore {
     return { path: temp, size, md5: hash.digest('hex') };
   }
 
-  /** Under the key's lock: give the temp file the next version ID and make it visible. */
-  async #publish(where: KeyPath, temp: string, size: number, md5: string): Promise<VersionFile> {
-    const versionId = nextVersionId(await this.#newest(where));
-    const name = versionFileName(versionId, size, md5);
+  /**
+   * Under the key's lock: give the temp file (or, for `undefined`, a new delete marker) the next
+   * version ID, make it visible, and index it in the folder (the protocol is in `./layout.ts`).
+   */
+  async #publish(
+    where: KeyPath,
+    bytes: { temp: string; size: number; md5: string } | undefined,
+  ): Promise<VersionFile> {
+    const pending = path.join(where.folder, pendingName(where.ref));
+    const leftover = !(await createEmpty(pending, where.uri));
+    const names = await this.#versionNames(where.dir, where.uri);
+    await this.#sweepTemps(where.dir, names);
+    const versions = sortVersions(names);
+    if (leftover) {
+      // A writer died between publishing and indexing: complete the index first.
+      this.#trace(`repairing the listing index of ${where.uri}`);
+      for (const v of versions) {
+        await createEmpty(path.join(where.folder, indexName(where.ref, v.name)), where.uri);
+      }
+    }
+    const versionId = nextVersionId(versions.at(-1));
+    const name =
+      bytes === undefined
+        ? versionFileName(versionId, null)
+        : versionFileName(versionId, bytes.size, bytes.md5);
+    const file = path.join(where.dir, name);
     try {
-      await fs.rename(temp, path.join(where.dir, name));
+      if (bytes === undefined) await fs.writeFile(file, '', { flag: 'wx' });
+      else await fs.rename(bytes.temp, file);
     } catch (error) {
       throw fsError(error, `cannot publish ${where.uri}`, where.uri);
     }
     await syncDir(where.dir, where.uri);
+    await createEmpty(path.join(where.folder, indexName(where.ref, name)), where.uri);
+    await syncDir(where.folder, where.uri);
+    try {
+      await fs.rm(pending);
+    } catch (error) {
+      throw fsError(error, `cannot finish writing ${where.uri}`, where.uri);
+    }
     return parseVersionFile(name) as VersionFile;
   }
 
@@ -659,8 +721,11 @@ export class LocalStore extends ObjectStore {
     };
   }
 
-  /** The decoded entries of a folder directory, in listing (byte) order. */
-  async #children(dir: string): Promise<Child[]> {
+  /**
+   * The objects and folders of a folder directory, in listing (byte) order, each object with its
+   * versions from the folder's index when the index can be trusted for it (see `./layout.ts`).
+   */
+  async #scan(dir: string): Promise<Child[]> {
     let names: string[];
     try {
       names = await fs.readdir(dir);
@@ -668,72 +733,112 @@ export class LocalStore extends ObjectStore {
       if (errorCode(error) === 'ENOENT') return [];
       throw fsError(error, `cannot list ${dir}`);
     }
-    const out: Child[] = [];
+    const entries: { tag: 'o' | 'd'; ref: string; segment: string | undefined; name: string }[] =
+      [];
+    const index = new Map<string, VersionFile[]>();
+    const pending = new Set<string>();
     for (const name of names) {
-      const parsed = parseEntryName(name);
-      if (parsed === undefined) {
+      const entry = parseFolderEntry(name);
+      if (entry === undefined) {
         if (name !== NAME_FILE) this.#trace(`ignoring ${path.join(dir, name)}: not a store entry`);
-        continue;
-      }
-      const child = path.join(dir, name);
-      let segment: string | undefined;
-      if (parsed.hashed) {
+      } else if (entry.tag === 'v') {
+        const list = index.get(entry.ref);
+        if (list === undefined) index.set(entry.ref, [entry.version]);
+        else list.push(entry.version);
+      } else if (entry.tag === 'p') pending.add(entry.ref);
+      else entries.push({ tag: entry.tag, ref: entry.ref, segment: entry.segment, name });
+    }
+    const out: Child[] = [];
+    for (const { tag, ref, segment: direct, name } of entries) {
+      const child = `${dir}${path.sep}${name}`;
+      let segment = direct;
+      if (segment === undefined) {
         segment = await this.#readNameFile(child);
-        if (segment === undefined || entryName(parsed.kind, segment).name !== name) {
+        if (segment === undefined || refOf(segment).ref !== ref) {
           this.#trace(`ignoring ${child}: its ${NAME_FILE} is missing or does not match`);
           continue;
         }
-      } else segment = parsed.segment;
-      const sort = Buffer.from(parsed.kind === 'folder' ? `${segment}/` : segment, 'utf8');
-      out.push({ kind: parsed.kind, segment, path: child, sort });
+      }
+      const kind = tag === 'o' ? 'object' : 'folder';
+      const sort = kind === 'folder' ? `${segment}/` : segment;
+      const indexed = kind === 'object' && !pending.has(ref) ? index.get(ref) : undefined;
+      const versions = indexed?.sort((a, b) => (a.versionId < b.versionId ? -1 : 1));
+      out.push({ kind, segment, path: child, sort, versions });
     }
-    return out.sort((a, b) => Buffer.compare(a.sort, b.sort));
+    return out.sort((a, b) => compareUtf8(a.sort, b.sort));
   }
 
   /**
    * Objects (and, unless `recursive`, folders) under `dir` whose segment starts with `partial`,
-   * in UTF-8 byte order of their keys. Depth-first with sorted siblings gives global byte order:
-   * every key below folder `x/` shares the prefix `x/`, and no sibling's key sorts between them.
+   * in UTF-8 byte order of their keys, in runs (a folder's children between two subfolders).
+   * Depth-first with sorted siblings gives global byte order: every key below folder `x/` shares
+   * the prefix `x/`, and no sibling's key sorts between them.
    */
   async *#walk(
     dir: string,
     keyPrefix: string,
     partial: string,
     recursive: boolean,
-  ): AsyncGenerator<WalkItem> {
-    for (const child of await this.#children(dir)) {
+  ): AsyncGenerator<WalkItem[]> {
+    let run: WalkItem[] = [];
+    for (const child of await this.#scan(dir)) {
       if (!child.segment.startsWith(partial)) continue;
       const key = keyPrefix + child.segment;
-      if (child.kind === 'object') yield { kind: 'object', key, path: child.path };
-      else if (recursive) yield* this.#walk(child.path, `${key}/`, '', true);
-      else yield { kind: 'folder', key: `${key}/`, path: child.path };
+      if (child.kind === 'object') {
+        run.push({ kind: 'object', key, path: child.path, versions: child.versions });
+      } else if (!recursive) run.push({ kind: 'folder', key: `${key}/`, path: child.path });
+      else {
+        if (run.length > 0) yield run;
+        run = [];
+        yield* this.#walk(child.path, `${key}/`, '', true);
+      }
     }
+    if (run.length > 0) yield run;
   }
 
-  /** A walk item as a listing shows it: an object's info, a folder's prefix, or nothing. */
-  async #describe(item: WalkItem): Promise<ObjectInfo | string | undefined> {
-    if (item.kind === 'folder') return (await this.#hasCurrent(item.path)) ? item.key : undefined;
-    const v = newestOf(await this.#versionNames(item.path, item.key));
-    return v === undefined || v.size === null ? undefined : infoOf(item.key, v);
+  /**
+   * Fill in what the folder index did not answer: the versions of objects it cannot vouch for
+   * (read from their own directories) and whether folders hold anything current.
+   * {@link LIST_BATCH} at a time.
+   */
+  async #resolve(run: WalkItem[], signal: AbortSignal | undefined): Promise<void> {
+    const todo = run.filter((item) => item.kind === 'folder' || item.versions === undefined);
+    for (let at = 0; at < todo.length; at += LIST_BATCH) {
+      signal?.throwIfAborted();
+      await Promise.all(
+        todo.slice(at, at + LIST_BATCH).map(async (item) => {
+          if (item.kind === 'object') item.versions = await this.#versions(item.path, item.key);
+          else item.current = await this.#hasCurrent(item.path);
+        }),
+      );
+    }
+    signal?.throwIfAborted();
   }
 
   /** True when some key below the folder directory `dir` has a current (undeleted) object. */
   async #hasCurrent(dir: string): Promise<boolean> {
-    for (const child of await this.#children(dir)) {
-      if (child.kind === 'folder') {
-        if (await this.#hasCurrent(child.path)) return true;
-        continue;
-      }
-      const v = newestOf(await this.#versionNames(child.path, child.path));
+    const children = await this.#scan(dir);
+    for (const child of children) {
+      if (child.kind !== 'object') continue;
+      const v = await this.#newestOf(child);
       if (v !== undefined && v.size !== null) return true;
     }
+    for (const child of children) {
+      if (child.kind === 'folder' && (await this.#hasCurrent(child.path))) return true;
+    }
     return false;
+  }
+
+  /** The newest version of a scanned object: from the index, or its own directory. */
+  async #newestOf(child: Child): Promise<VersionFile | undefined> {
+    if (child.versions !== undefined) return child.versions.at(-1);
+    return newestOf(await this.#versionNames(child.path, child.path));
   }
 
   /** Debug log: `NODE_DEBUG=provcat:local`, and the store's logger if one was given. */
   #trace(message: string): void {
     debug('%s', message);
-    this.log(`local: ${message}`);
+    this.logger(`local: ${message}`);
   }
 }
 
@@ -755,6 +860,26 @@ function errorCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
+/**
+ * Compare strings in the order of their UTF-8 bytes (code point order), as S3 sorts keys. This
+ * differs from JavaScript's UTF-16 order only where a surrogate meets a unit in U+E000..U+FFFF.
+ */
+export function compareUtf8(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    let x = a.charCodeAt(i);
+    let y = b.charCodeAt(i);
+    if (x === y) continue;
+    if (x >= 0xd800 && y >= 0xd800) {
+      // Surrogates (U+10000 and up) sort after every BMP unit: move them above U+FFFF.
+      x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
+      y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
+    }
+    return x - y;
+  }
+  return a.length - b.length;
+}
+
 /** Why the local store cannot hold `key`, or `undefined` when it can. */
 function keyProblem(key: string): string | undefined {
   if (key === '') return 'empty key';
@@ -772,6 +897,27 @@ function uriOf(bucket: string, key: string): string {
 
 function tempName(): string {
   return `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
+}
+
+/** Create an empty file if it does not exist: true when this call created it. */
+async function createEmpty(file: string, uri: string): Promise<boolean> {
+  try {
+    await fs.writeFile(file, '', { flag: 'wx' });
+    return true;
+  } catch (error) {
+    if (errorCode(error) === 'EEXIST') return false;
+    throw fsError(error, `cannot write ${uri}`, uri);
+  }
+}
+
+/** The versions among directory entry names, oldest first. */
+function sortVersions(names: string[]): VersionFile[] {
+  const out: VersionFile[] = [];
+  for (const name of names) {
+    const v = parseVersionFile(name);
+    if (v !== undefined) out.push(v);
+  }
+  return out.sort((a, b) => (a.versionId < b.versionId ? -1 : 1));
 }
 
 /** The newest version among directory entry names (the largest version ID). */
@@ -846,26 +992,4 @@ async function syncDir(dir: string, uri: string): Promise<void> {
   } finally {
     await handle?.close();
   }
-}
-
-/**
- * Map `items` through `fn`, {@link LIST_BATCH} at a time, yielding results in input order.
- * Checks `signal` between batches.
- */
-async function* mapOrdered<T, R>(
-  items: AsyncIterable<T>,
-  fn: (item: T) => Promise<R>,
-  signal: AbortSignal | undefined,
-): AsyncGenerator<R> {
-  let batch: T[] = [];
-  for await (const item of items) {
-    batch.push(item);
-    if (batch.length >= LIST_BATCH) {
-      signal?.throwIfAborted();
-      yield* await Promise.all(batch.map(fn));
-      batch = [];
-    }
-  }
-  signal?.throwIfAborted();
-  yield* await Promise.all(batch.map(fn));
 }
