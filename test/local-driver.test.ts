@@ -15,8 +15,11 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import envPaths from 'env-paths';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultLocalRoot, LocalStore } from '../drivers/local/index.js';
+import { decodeName, encodeName, parseFolderEntry, refOf } from '../drivers/local/layout.js';
+import { compareUtf8 } from '../drivers/local/local-store.js';
 import { Exists, isAbort, NotFound, StoreError, UriError } from '../src/errors.js';
 import { conformance } from './conformance/index.js';
 import { randomPrefix } from './conformance/target.js';
@@ -87,6 +90,48 @@ describe('local store', () => {
       expect(store.scheme).toBe('local');
       expect(store.driver).toBe('local');
       expect(store.capabilities).toEqual({ versions: true, ranges: true });
+    });
+  });
+
+  describe('on-disk names', () => {
+    const segment = fc.string({ unit: 'binary', minLength: 1, maxLength: 40 });
+
+    it('escape every segment reversibly into safe lowercase-ASCII names', () => {
+      fc.assert(
+        fc.property(segment, (s) => {
+          const name = encodeName(s);
+          expect(name).toMatch(/^[a-z0-9._%^A-F-]*$/);
+          expect(name.endsWith('.')).toBe(false);
+          expect(decodeName(name)).toBe(s);
+          // Outside %XX escapes there is no uppercase letter, so case-folding loses nothing.
+          expect(name.replace(/%[0-9A-F]{2}/g, '')).toMatch(/^[a-z0-9._^-]*$/);
+          const parsed = parseFolderEntry(`o${refOf(s).ref}`);
+          expect(parsed).toMatchObject({ tag: 'o', ref: refOf(s).ref });
+          if (!refOf(s).hashed) expect(parsed).toMatchObject({ segment: s });
+        }),
+      );
+    });
+
+    it('never give two segments the same name, even case-folded', () => {
+      fc.assert(
+        fc.property(segment, segment, (a, b) => {
+          fc.pre(a !== b);
+          expect(encodeName(a).toLowerCase()).not.toBe(encodeName(b).toLowerCase());
+        }),
+      );
+      expect(encodeName('A')).not.toBe(encodeName('a'));
+      expect(encodeName('..')).toBe('.%2E');
+      expect(refOf('x'.repeat(200)).hashed).toBe(true);
+    });
+
+    it('compare keys in UTF-8 byte order', () => {
+      fc.assert(
+        fc.property(segment, segment, (a, b) => {
+          const bytes = Math.sign(Buffer.compare(Buffer.from(a), Buffer.from(b)));
+          expect(Math.sign(compareUtf8(a, b))).toBe(bytes);
+        }),
+      );
+      expect(compareUtf8('\uff61', '\u{1F600}')).toBeLessThan(0);
     });
   });
 
@@ -266,26 +311,53 @@ describe('local store', () => {
       expect(leftovers).toEqual([]);
     });
 
-    it('ignores temp files and takes over a lock left by a crashed writer', async () => {
+    it('survives what a crashed writer leaves: temp file, stale lock, unindexed version', async () => {
       const p = randomPrefix();
       const key = `${p}crashed.txt`;
       const first = await store._put(BUCKET, key, Buffer.from('before the crash'));
-      // The layout (drivers/local/layout.ts): folder `t-…/` is `d.t-…`, object `crashed.txt`
-      // is the directory `o.crashed.txt` holding its versions.
-      const dir = path.join(root, BUCKET, `d.${p.slice(0, -1)}`, 'o.crashed.txt');
-      expect(await fs.readdir(dir)).toHaveLength(1);
-      // What a writer killed mid-put leaves: a temp file and its lock directory.
+      // The layout (drivers/local/layout.ts): folder `t-…/` is the directory `d.t-…`, object
+      // `crashed.txt` the directory `o.crashed.txt` holding its versions; the folder also holds
+      // an index entry per version and, while a write is in flight, `p.crashed.txt`.
+      const folder = path.join(root, BUCKET, `d.${p.slice(0, -1)}`);
+      const dir = path.join(folder, 'o.crashed.txt');
+      expect(await fs.readdir(dir)).toEqual([expect.stringMatching(/^\d{17}-/)]);
+      // A writer killed mid-put two hours ago: a temp file and its lock directory; and the temp
+      // file of a write in flight right now.
       await fs.writeFile(path.join(dir, '.tmp-99999-abcdef'), 'partial');
+      await fs.writeFile(path.join(dir, '.tmp-99998-live'), 'in flight');
       await fs.mkdir(path.join(dir, '.lock'));
-      const old = new Date(Date.now() - 60_000);
+      const old = new Date(Date.now() - 2 * 3600_000);
       await fs.utimes(path.join(dir, '.lock'), old, old);
+      await fs.utimes(path.join(dir, '.tmp-99999-abcdef'), old, old);
       expect(await text((await store._get(BUCKET, key)).body)).toBe('before the crash');
+      // A writer killed after publishing a version but before indexing it in the folder.
+      const crashed = Buffer.from('published, not indexed');
+      const md5 = createHash('md5').update(crashed).digest('hex');
+      const ticks = String(Number((first.versionId as string).slice(0, 17)) + 1000).padStart(
+        17,
+        '0',
+      );
+      const crashedId = `${ticks}-0badc0de`;
+      await fs.writeFile(path.join(dir, `${crashedId}.${crashed.length}.${md5}`), crashed);
+      await fs.writeFile(path.join(folder, 'p.crashed.txt'), '');
+      // Readers see it, in listings too (the pending marker says: do not trust the index).
+      expect(await store._versionOf(BUCKET, key)).toBe(crashedId);
+      const listed = (await all(store._pages(BUCKET, p))).flatMap((page) => page.objects);
+      expect(listed.map((o) => [o.key, o.version, o.size])).toEqual([
+        [key, crashedId, crashed.length],
+      ]);
+      // The next write takes the stale lock over, repairs the index and clears the marker.
       const second = await store._put(BUCKET, key, Buffer.from('after'));
       expect(await store._versionOf(BUCKET, key)).toBe(second.versionId);
-      expect((await all(store._history(BUCKET, key))).map((r) => r.versionId)).toEqual([
-        second.versionId,
-        first.versionId,
-      ]);
+      const ids = [second.versionId, crashedId, first.versionId];
+      expect((await all(store._history(BUCKET, key))).map((r) => r.versionId)).toEqual(ids);
+      const entries = await fs.readdir(folder);
+      expect(entries).not.toContain('p.crashed.txt');
+      expect(entries.filter((e) => e.startsWith('v.crashed.txt.'))).toHaveLength(3);
+      const left = await fs.readdir(dir);
+      expect(left).not.toContain('.lock');
+      expect(left).not.toContain('.tmp-99999-abcdef');
+      expect(left).toContain('.tmp-99998-live');
     });
 
     it('gives later writes larger version IDs, even within one millisecond', async () => {
