@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -41,6 +41,7 @@ import {
 } from '../../src/errors.js';
 import { type Location, ObjectStore } from '../../src/object-store.js';
 import { Uri } from '../../src/uri.js';
+import { forbidPrimitives, readTree } from './fetch.js';
 import { tempCache } from './store.js';
 import { type ConformanceTarget, randomPrefix } from './target.js';
 
@@ -571,5 +572,63 @@ export function versionsSuite(target: ConformanceTarget): void {
       expect(keys(`${p}ab`)).toEqual(['ab']);
       expect(keys(randomPrefix())).toEqual([]);
     });
+
+    it.runIf(atomicish)(
+      'pinned commits read offline byte for byte with no store call, sharing cached bytes',
+      { timeout: 30_000 },
+      async () => {
+        const p = randomPrefix();
+        await write(`${p}same.txt`, 'unchanged');
+        await write(`${p}sub/v.txt`, 'v1');
+        const c1 = await commitFolder(store, url(p), 'one');
+        await write(`${p}sub/v.txt`, 'v2');
+        await write(`${p}added.txt`, 'new');
+        const c2 = await commitFolder(store, url(p), 'two');
+        await write(`${p}same.txt`, 'changed after both commits');
+        await store._delete(bucket, `${p}sub/v.txt`);
+
+        const cache = tempCache();
+        const online = target.store({ cache });
+        const f1 = await online.fetch(c1);
+        expect(f1).toMatchObject({ files: 2, downloaded: 2 });
+        const f2 = await online.fetch(c2);
+        // Only the version c1 did not hold is transferred; the unchanged one is shared on disk.
+        expect(f2).toMatchObject({ files: 3, downloaded: 2 });
+        const ino = async (dir: string) => (await stat(path.join(dir, 'same.txt'))).ino;
+        expect(await ino(f2.path)).toBe(await ino(f1.path));
+        expect(await online.fetch(c1)).toMatchObject({ downloaded: 0, bytes: 0 });
+        const file = await online.fetch(c1.join('sub/v.txt'));
+        expect(await readFile(file.path, 'utf8')).toBe('v1');
+
+        const offline = target.store({ cache, offline: true });
+        const spies = forbidPrimitives(offline);
+        expect(await readTree((await offline.fetch(c1)).path)).toEqual({
+          'same.txt': 'unchanged',
+          'sub/v.txt': 'v1',
+        });
+        expect(await readTree((await offline.fetch(c2)).path)).toEqual({
+          'added.txt': 'new',
+          'same.txt': 'unchanged',
+          'sub/v.txt': 'v2',
+        });
+        expect(await readFile((await offline.fetch(c2.join('sub/v.txt'))).path, 'utf8')).toBe('v2');
+        // stat, list and walk at a cached commit are answered from its manifest.
+        expect(await offline.stat(c1.join('sub/v.txt'))).toMatchObject({ kind: 'file', size: 2 });
+        expect((await offline.stat(c1.join('sub/'))).kind).toBe('folder');
+        const listed = await offline.list(c2);
+        expect(listed.map((e) => [e.kind, e.uri.key.slice(p.length)])).toEqual([
+          ['file', 'added.txt'],
+          ['file', 'same.txt'],
+          ['folder', 'sub'],
+        ]);
+        expect(listed.every((e) => e.uri.at?.id === c2.at?.id)).toBe(true);
+        expect((await offline.walk(c1)).map((e) => e.uri.key.slice(p.length))).toEqual([
+          'same.txt',
+          'sub/v.txt',
+        ]);
+        await expect(offline.stat(c1.join('added.txt'))).rejects.toBeInstanceOf(NotFound);
+        for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+      },
+    );
   });
 }
