@@ -95,9 +95,11 @@ export async function readOldest(
 /** The StoreError of a bucket whose store cannot create only-if-absent. */
 export function noCreateError(store: ObjectStore, bucket: string, what: string): StoreError {
   return new StoreError(
-    `${what} refused: ${store.driver} cannot write ${store.scheme}://${bucket}/ only-if-absent ` +
-      '(it ignores conditional writes and keeps no versions to order them), so two writers ' +
-      'could both win; see docs/commit-format.md#create-modes',
+    `${what} refused: ${store.scheme}://${bucket}/ ignores create-only-if-absent ` +
+      '(If-None-Match: * or its equivalent), so two concurrent writers could both win and two ' +
+      'commits could get one number. On a bucket that keeps versions, the driver can order ' +
+      'writers by their oldest version instead (S3: createFallback "oldest-version-wins" or ' +
+      'PROVCAT_S3_CREATE_FALLBACK=oldest-version-wins); see docs/commit-format.md#create-modes',
   );
 }
 
