@@ -69,7 +69,10 @@ export interface S3StoreOptions extends StoreOptions {
   copyThreshold?: number | undefined;
   /** See {@link CreateFallback}. Default: `PROVCAT_S3_CREATE_FALLBACK`, else `none`. */
   createFallback?: CreateFallback | undefined;
-  /** Where to read the environment from. Default `process.env`. */
+  /**
+   * Where to read the settings above from (endpoint, region, path style, create fallback,
+   * checksums). Default `process.env`. Credentials always come from the SDK's own chain.
+   */
   env?: NodeJS.ProcessEnv | undefined;
 }
 

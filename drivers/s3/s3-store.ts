@@ -102,16 +102,25 @@ interface HeadFields {
   LastModified?: Date | undefined;
 }
 
+/**
+ * An ETag in S3's quoted form. Ceph 16 sends CopyObject's ETag without the quotes it uses
+ * everywhere else; one form keeps `version` comparable across calls (the cache keys by it).
+ */
+function quotedEtag(etag: string): string {
+  return etag.startsWith('"') ? etag : `"${etag}"`;
+}
+
 function objectInfo(key: string, head: HeadFields, size?: number): ObjectInfo {
   const length = size ?? head.ContentLength;
-  if (head.ETag === undefined || length === undefined) {
+  if (!head.ETag || length === undefined) {
     throw new StoreError(`the store's answer for ${key} lacks an ETag or a size`);
   }
+  const etag = quotedEtag(head.ETag);
   return {
     key,
     size: length,
-    version: head.ETag,
-    etag: head.ETag,
+    version: etag,
+    etag,
     versionId: head.VersionId,
     lastModified: head.LastModified,
   };
@@ -237,7 +246,16 @@ export class S3Store extends ObjectStore {
     this.debug(
       `client: region ${c.region}, endpoint ${c.endpoint ?? '(AWS)'}, path-style ${c.forcePathStyle}, ${maxSockets} sockets`,
     );
+    // SDK warnings (retries of streamed bodies, socket pressure) go to the debug log, not stderr.
+    const logger = {
+      trace: () => {},
+      debug: () => {},
+      info: () => {},
+      warn: (...args: unknown[]) => this.debug(`sdk warning: ${args.map(String).join(' ')}`),
+      error: (...args: unknown[]) => this.debug(`sdk error: ${args.map(String).join(' ')}`),
+    };
     return new sdk.S3Client({
+      logger,
       region: c.region,
       endpoint: c.endpoint,
       forcePathStyle: c.forcePathStyle,
@@ -247,6 +265,7 @@ export class S3Store extends ObjectStore {
       requestHandler: new NodeHttpHandler({
         httpAgent: new http.Agent(agent),
         httpsAgent: new https.Agent(agent),
+        logger,
         connectionTimeout: 10_000,
         // An idle socket (no byte either way) for 2 minutes is a dead transfer.
         socketTimeout: 120_000,
@@ -340,7 +359,7 @@ export class S3Store extends ObjectStore {
     this.debug(`makeBucket ${bucket} (versioning ${versioning ? 'on' : 'unchanged'})`);
   }
 
-  /** The bucket's versioning, asked once per bucket and cached (a failed ask is not cached). */
+  /** The bucket's versioning, asked once per bucket and cached (not a failure, not a missing bucket). */
   private versioningOf(bucket: string): Promise<Versioning> {
     let state = this.versioning.get(bucket);
     if (!state) {
@@ -358,7 +377,9 @@ export class S3Store extends ObjectStore {
         }
       });
       this.versioning.set(bucket, state);
-      state.catch(() => this.versioning.delete(bucket));
+      // A missing bucket may be created later, and a failed ask may succeed: cache neither.
+      const forget = () => this.versioning.delete(bucket);
+      state.then((v) => v === 'missing' && forget(), forget);
     }
     return state;
   }
@@ -378,7 +399,11 @@ export class S3Store extends ObjectStore {
   // ---- core primitives -------------------------------------------------------------------
 
   /** HeadObject: size, and the ETag as version. {@link NotFound} when absent. */
-  override async _head(bucket: string, key: string, options: SignalOptions = {}) {
+  override async _head(
+    bucket: string,
+    key: string,
+    options: SignalOptions = {},
+  ): Promise<ObjectInfo> {
     return this.call({ bucket, key, op: 'head' }, async (client, sdk) => {
       const r = await client.send(new sdk.HeadObjectCommand({ Bucket: bucket, Key: key }), {
         abortSignal: options.signal,
@@ -556,13 +581,20 @@ export class S3Store extends ObjectStore {
     let body: Uint8Array | Readable;
     let input: Readable | undefined;
     let sourceError: unknown;
+    // A failing source must also end the request: the server would wait for the missing bytes.
+    const request = new AbortController();
+    const onAbort = () => request.abort(options.signal?.reason);
+    if (options.signal?.aborted) onAbort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
     if (source instanceof Uint8Array) {
       body = source;
     } else {
       input = typeof source === 'string' ? createReadStream(source) : source;
       const check = new LengthCheck(size, options.onProgress);
       pipeline(input, check, (error) => {
-        if (error) sourceError ??= error;
+        if (!error) return;
+        sourceError ??= error;
+        request.abort(error);
       });
       body = check;
     }
@@ -575,14 +607,14 @@ export class S3Store extends ObjectStore {
           ContentLength: size,
           ContentType: options.contentType,
         }),
-        { abortSignal: options.signal },
+        { abortSignal: request.signal },
       );
       if (source instanceof Uint8Array) options.onProgress?.(size);
       return objectInfo(key, { ETag: r.ETag, VersionId: r.VersionId }, size);
     } catch (error) {
       if (body instanceof Readable) body.destroy();
       input?.destroy();
-      if (sourceError !== undefined && !isAbort(error)) {
+      if (sourceError !== undefined && !options.signal?.aborted) {
         throw sourceError instanceof SourceError
           ? sourceError
           : new SourceError(`the source failed: ${(sourceError as Error).message}`, {
@@ -590,6 +622,8 @@ export class S3Store extends ObjectStore {
             });
       }
       throw error;
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
     }
   }
 
@@ -734,7 +768,8 @@ export class S3Store extends ObjectStore {
           versionId: e.VersionId,
           size: item.kind === 'version' ? (item.entry.Size ?? 0) : null,
           current: e.IsLatest === true,
-          etag: item.kind === 'version' ? item.entry.ETag : undefined,
+          etag:
+            item.kind === 'version' && item.entry.ETag ? quotedEtag(item.entry.ETag) : undefined,
           lastModified: e.LastModified,
         };
       }
@@ -851,7 +886,7 @@ export class S3Store extends ObjectStore {
           }),
           { abortSignal: options.signal },
         );
-        return objectInfo(
+        const copied = objectInfo(
           toKey,
           {
             ETag: r.CopyObjectResult?.ETag,
@@ -860,6 +895,19 @@ export class S3Store extends ObjectStore {
           },
           source.size,
         );
+        if (copied.versionId === undefined && (await this.versioningOf(bucket)) === 'enabled') {
+          // Ceph 16 sends no x-amz-version-id for a copy: the new version is what a HEAD sees,
+          // if it has the copy's ETag (a write in between leaves the ID unknown, not wrong).
+          const after = await client.send(
+            new sdk.HeadObjectCommand({ Bucket: bucket, Key: toKey }),
+            {
+              abortSignal: options.signal,
+            },
+          );
+          if (after.ETag && quotedEtag(after.ETag) === copied.etag)
+            copied.versionId = after.VersionId;
+        }
+        return copied;
       } catch (error) {
         if (statusOf(error) !== 412) throw error;
         throw new StoreError(`copy ${s3UriText(bucket, key)}: the source changed during the copy`, {
