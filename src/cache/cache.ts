@@ -31,7 +31,6 @@
 import { createHash } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
 import {
-  chmod,
   copyFile,
   link,
   lstat,
@@ -92,6 +91,44 @@ export interface CacheInfo {
 
 const LAYOUT = 'v1';
 
+/** Downloads are written in batches of about this many bytes (one writev each). */
+const WRITE_BATCH_BYTES = 1024 * 1024;
+/** A download starts the disk writing (fdatasync) after every this many bytes. */
+const WRITEBACK_BYTES = 64 * 1024 * 1024;
+/** How long a lock is waited for: attempts, and the pause between them (ms, growing). */
+const LOCK_ATTEMPTS = 100_000;
+const LOCK_PAUSE = { first: 20, factor: 1.2, most: 250 };
+
+/**
+ * Take the lock at `target`, waiting while another holder has it (about 7 hours at most).
+ * proper-lockfile's own `retries` option precomputes a table of every timeout (100,000 numbers
+ * per call, copied once more per operation): a quarter of a second of CPU per fetch, so the
+ * waiting is done here, one attempt at a time.
+ */
+async function lockWaiting(
+  target: string,
+  onCompromised: (error: Error) => void,
+): Promise<() => Promise<void>> {
+  let pause = LOCK_PAUSE.first;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await lockfile.lock(target, {
+        realpath: false,
+        stale: 5000,
+        update: 1000,
+        retries: 0,
+        onCompromised,
+      });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ELOCKED' || attempt >= LOCK_ATTEMPTS) {
+        throw error;
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, pause));
+    pause = Math.min(LOCK_PAUSE.most, pause * LOCK_PAUSE.factor);
+  }
+}
+
 /** sha256 hex of the parts joined by NUL. */
 export function hashOf(...parts: string[]): string {
   return createHash('sha256').update(parts.join('\0')).digest('hex');
@@ -102,6 +139,8 @@ export class Cache {
   /** The absolute root directory. */
   readonly root: string;
   private readonly base: string;
+  /** Directories this cache made or found (see {@link inDir}); only ever a hint. */
+  private readonly knownDirs = new Set<string>();
 
   constructor(options: CacheOptions = {}) {
     this.root = path.resolve(options.root ?? defaultCacheRoot());
@@ -219,16 +258,10 @@ export class Cache {
    */
   async withLock<T>(viewId: string, fn: () => Promise<T>): Promise<T> {
     const target = path.join(this.base, 'locks', hashOf(viewId));
-    await mkdir(path.dirname(target), { recursive: true });
+    await this.ensureDir(path.dirname(target));
     let compromised: Error | undefined;
-    const release = await lockfile.lock(target, {
-      realpath: false,
-      stale: 5000,
-      update: 1000,
-      retries: { retries: 100_000, factor: 1.2, minTimeout: 20, maxTimeout: 250 },
-      onCompromised: (error) => {
-        compromised = error;
-      },
+    const release = await lockWaiting(target, (error) => {
+      compromised = error;
     });
     try {
       return await fn();
@@ -248,31 +281,54 @@ export class Cache {
     onBytes?: (n: number) => void,
     signal?: AbortSignal,
   ): Promise<string> {
-    await mkdir(path.dirname(blob), { recursive: true });
     const temp = tempPathFor(blob);
-    const handle = await open(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o644);
+    // Read-only from the start: the mode applies to later opens, not to this descriptor.
+    const handle = await this.inDir(path.dirname(blob), () =>
+      open(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
+    );
     let written = 0;
+    let flushed = 0;
+    let flushing: Promise<void> | undefined;
     try {
+      let batch: Buffer[] = [];
+      let batched = 0;
+      const write = async () => {
+        await handle.writev(batch);
+        written += batched;
+        onBytes?.(batched);
+        batch = [];
+        batched = 0;
+        // Start the disk writing big downloads while they download, so the final fsync (the
+        // durability the cache promises) finds little left to do; at most one in flight.
+        if (written - flushed >= WRITEBACK_BYTES) {
+          await flushing;
+          flushed = written;
+          flushing = handle.datasync();
+        }
+      };
       for await (const chunk of body as AsyncIterable<Buffer>) {
         signal?.throwIfAborted();
-        await handle.write(chunk);
-        written += chunk.length;
-        onBytes?.(chunk.length);
+        batch.push(chunk);
+        batched += chunk.length;
+        if (batched >= WRITE_BATCH_BYTES) await write();
       }
+      if (batched > 0) await write();
       if (written !== expectedSize) {
         throw new StoreError(
           `download ended after ${written} of ${expectedSize} bytes; nothing was cached`,
         );
       }
+      await flushing;
+      flushing = undefined;
       await handle.sync();
     } catch (error) {
+      await flushing?.catch(() => {});
       await handle.close().catch(() => {});
       await rm(temp, { force: true });
       body.destroy();
       throw error;
     }
     await handle.close();
-    await chmod(temp, 0o444);
     await rename(temp, blob);
     return blob;
   }
@@ -292,7 +348,15 @@ export class Cache {
    * rename over). Falls back to a copy where hard links are not allowed. Returns the inode.
    */
   async linkInto(blob: string, dest: string): Promise<number> {
-    await this.ensureDir(path.dirname(dest));
+    try {
+      await this.inDir(path.dirname(dest), () => link(blob, dest));
+      return (await lstat(dest)).ino;
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'EEXIST' && code !== 'EXDEV' && code !== 'EPERM' && code !== 'EMLINK') {
+        throw error;
+      }
+    }
     const temp = tempPathFor(dest);
     try {
       await link(blob, temp);
@@ -318,10 +382,33 @@ export class Cache {
     return (await lstat(dest)).ino;
   }
 
+  /**
+   * Run `fn`, which creates a name in `dir`, making `dir` first unless this cache made or saw it
+   * already (a folder fetch would otherwise repeat one mkdir per file). If the directory went
+   * away since (ENOENT, or ENOTDIR for a file in the way), it is made again and `fn` retried.
+   */
+  private async inDir<T>(dir: string, fn: () => Promise<T>): Promise<T> {
+    if (!this.knownDirs.has(dir)) {
+      await this.ensureDir(dir);
+      return fn();
+    }
+    try {
+      return await fn();
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
+      this.knownDirs.clear();
+      await this.ensureDir(dir);
+      return fn();
+    }
+  }
+
   /** mkdir -p, where a stale file in the way (an object since replaced by a folder) is removed. */
   async ensureDir(dir: string): Promise<void> {
     try {
       await mkdir(dir, { recursive: true });
+      this.rememberDir(dir);
+      return;
     } catch (error) {
       if (
         (error as NodeJS.ErrnoException).code !== 'ENOTDIR' &&
@@ -337,7 +424,14 @@ export class Cache {
         if (st && !st.isDirectory()) await rm(cur, { force: true });
       }
       await mkdir(dir, { recursive: true });
+      this.rememberDir(dir);
     }
+  }
+
+  /** Note that `dir` exists (bounded: a huge tree only costs the mkdir calls again). */
+  private rememberDir(dir: string): void {
+    if (this.knownDirs.size >= 10_000) this.knownDirs.clear();
+    this.knownDirs.add(dir);
   }
 
   /**
@@ -370,7 +464,10 @@ export class Cache {
     // Deepest first, so parents empty out after their children.
     dirs.sort((a, b) => b.length - a.length);
     for (const d of dirs) {
-      await rmdir(d).catch(() => {});
+      await rmdir(d).then(
+        () => this.knownDirs.delete(d),
+        () => {},
+      );
     }
     return removed;
   }
