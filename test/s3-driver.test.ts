@@ -150,6 +150,47 @@ describe('s3 configuration', () => {
     );
   });
 
+  it('sends requests where the resolved configuration says, whatever process.env holds', async () => {
+    /** The host a HeadObject would go to: captured before signing, nothing is sent. */
+    async function hostOf(store: S3Store): Promise<string> {
+      const client = await store.client();
+      client.middlewareStack.add(
+        (_next) => async (args) => {
+          const request = args.request as { hostname?: string; port?: number; path?: string };
+          throw Object.assign(new Error('captured'), {
+            where: `${request.hostname}:${request.port ?? ''}${request.path}`,
+          });
+        },
+        { step: 'build', priority: 'low', name: 'provcatTestCapture' },
+      );
+      const error = await rejection(store._head('bucket-x', 'k'));
+      const cause = (error as Error).cause as { where?: string };
+      return cause.where ?? String(error);
+    }
+    const saved = process.env.AWS_ENDPOINT_URL_S3;
+    process.env.AWS_ENDPOINT_URL_S3 = 'http://127.0.0.1:7999';
+    try {
+      const fromEnv = new S3Store({ env: { ...process.env, PROVCAT_S3_FORCE_PATH_STYLE: '1' } });
+      expect(await hostOf(fromEnv)).toBe('127.0.0.1:7999/bucket-x/k');
+      const isolated = new S3Store({ env: { AWS_REGION: 'eu-west-3' } });
+      expect(await hostOf(isolated)).toBe('bucket-x.s3.eu-west-3.amazonaws.com:/k');
+      const ignoring = new S3Store({
+        env: {
+          ...process.env,
+          AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true',
+          AWS_REGION: 'us-east-1',
+          PROVCAT_S3_FORCE_PATH_STYLE: '',
+        },
+      });
+      expect(await hostOf(ignoring)).toMatch(/^bucket-x\.s3\.(us-east-1\.)?amazonaws\.com:\/k$/);
+      const explicit = new S3Store({ endpoint: 'http://10.0.0.1:9000', forcePathStyle: true });
+      expect(await hostOf(explicit)).toBe('10.0.0.1:9000/bucket-x/k');
+    } finally {
+      if (saved === undefined) delete process.env.AWS_ENDPOINT_URL_S3;
+      else process.env.AWS_ENDPOINT_URL_S3 = saved;
+    }
+  });
+
   it('refuses out-of-range part settings at construction', () => {
     expect(() => new S3Store({ partSize: 1024, env: {} })).toThrow(RangeError);
     expect(() => new S3Store({ partsInFlight: 17, env: {} })).toThrow(RangeError);

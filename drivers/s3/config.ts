@@ -79,8 +79,15 @@ export interface S3StoreOptions extends StoreOptions {
 /** The options after defaults and environment are applied. */
 export interface S3Config {
   region: string;
-  /** `undefined`: the AWS endpoint for the region. */
+  /** `undefined`: the AWS endpoint for the region (or a profile's `endpoint_url`, see below). */
   endpoint: string | undefined;
+  /**
+   * With no endpoint: keep the SDK from finding one on its own (it reads `AWS_ENDPOINT_URL_S3`
+   * from `process.env` and `endpoint_url` from the shared config file). True when
+   * `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS` says so, or when the caller passed its own `env`
+   * (then that environment is the whole truth).
+   */
+  ignoreConfiguredEndpointUrls: boolean;
   forcePathStyle: boolean;
   multipartThreshold: number;
   partSize: number;
@@ -133,7 +140,10 @@ function checksumSetting(value: string | undefined, name: string): ChecksumSetti
  * Apply defaults and the environment to the options. Throws RangeError for an option or
  * environment value out of range, so a misconfiguration fails at construction, not mid-upload.
  */
-export function resolveS3Config(options: S3StoreOptions = {}, env = process.env): S3Config {
+export function resolveS3Config(
+  options: S3StoreOptions = {},
+  env = options.env ?? process.env,
+): S3Config {
   const ignoreEnvEndpoints = truthy(env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS);
   const endpoint =
     nonEmpty(options.endpoint) ??
@@ -153,6 +163,8 @@ export function resolveS3Config(options: S3StoreOptions = {}, env = process.env)
   return {
     region: nonEmpty(options.region) ?? nonEmpty(env.AWS_REGION) ?? 'us-east-1',
     endpoint,
+    ignoreConfiguredEndpointUrls:
+      endpoint === undefined && (ignoreEnvEndpoints || options.env !== undefined),
     forcePathStyle: options.forcePathStyle ?? truthy(env.PROVCAT_S3_FORCE_PATH_STYLE),
     multipartThreshold: checkedInteger(
       'multipartThreshold',

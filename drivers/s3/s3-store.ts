@@ -204,7 +204,7 @@ export class S3Store extends ObjectStore {
   /** Throws RangeError for options or environment values out of range. Makes no network call. */
   constructor(options: S3StoreOptions = {}) {
     super(options);
-    this.config = resolveS3Config(options, options.env ?? process.env);
+    this.config = resolveS3Config(options);
     this.injected = options.client;
     this.region = this.config.region;
     this.endpoint = this.config.endpoint;
@@ -258,6 +258,7 @@ export class S3Store extends ObjectStore {
       logger,
       region: c.region,
       endpoint: c.endpoint,
+      ignoreConfiguredEndpointUrls: c.ignoreConfiguredEndpointUrls || undefined,
       forcePathStyle: c.forcePathStyle,
       followRegionRedirects: c.endpoint === undefined,
       requestChecksumCalculation: c.requestChecksumCalculation,
