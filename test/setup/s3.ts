@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto';
 import {
   AbortMultipartUploadCommand,
   DeleteBucketCommand,
+  DeleteObjectCommand,
   DeleteObjectsCommand,
   ListMultipartUploadsCommand,
   ListObjectVersionsCommand,
@@ -123,22 +124,46 @@ export async function emptyBucket(client: S3Client, bucket: string, prefix = '')
     );
     if (objects.length === 0 && (uploads.Uploads ?? []).length === 0) return;
     if (pass >= 50) throw new Error(`${bucket}/${prefix} does not become empty`);
-    if (objects.length > 0) {
-      const r = await client.send(
-        new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: objects, Quiet: true } }),
-      );
-      if (r.Errors && r.Errors.length > 0) {
-        const first = r.Errors[0];
-        throw new Error(
-          `deleting ${r.Errors.length} objects from ${bucket} failed: ${first?.Key} ${first?.Code} ${first?.Message}`,
-        );
-      }
-    }
+    if (objects.length > 0) await deleteVersions(client, bucket, objects);
     for (const u of uploads.Uploads ?? []) {
       await client.send(
         new AbortMultipartUploadCommand({ Bucket: bucket, Key: u.Key, UploadId: u.UploadId }),
       );
     }
+  }
+}
+
+/**
+ * Delete versions with one DeleteObjects call; keys XML cannot carry (control characters) make
+ * the store refuse the whole request, so then one DeleteObject per version.
+ */
+async function deleteVersions(
+  client: S3Client,
+  bucket: string,
+  objects: Array<{ Key: string; VersionId: string | undefined }>,
+): Promise<void> {
+  let errors: Array<{ Key?: string; Code?: string; Message?: string }> | undefined;
+  try {
+    const r = await client.send(
+      new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: objects, Quiet: true } }),
+    );
+    errors = r.Errors;
+  } catch (error) {
+    if ((error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode !== 400) {
+      throw error;
+    }
+    for (const o of objects) {
+      await client.send(
+        new DeleteObjectCommand({ Bucket: bucket, Key: o.Key, VersionId: o.VersionId }),
+      );
+    }
+    return;
+  }
+  if (errors && errors.length > 0) {
+    const first = errors[0];
+    throw new Error(
+      `deleting ${errors.length} objects from ${bucket} failed: ${first?.Key} ${first?.Code} ${first?.Message}`,
+    );
   }
 }
 
