@@ -26,10 +26,28 @@
  * Key names are checked before any path is built: every segment is URI-nameable (no `..`, no
  * empty segment, no NUL), so no key can produce a path outside the root.
  *
+ * Cost per file matters: a folder fetch of 1,000 small objects makes about 8,000 file-system
+ * calls. Through libuv's thread pool each costs two thread handoffs, about 0.1–0.3 ms of CPU on
+ * small VMs, against ~10 µs when made directly. So the short metadata calls of a fetch (stat of a
+ * blob, link, lstat) and the writes of small bodies (≤ 64 KiB) are direct, synchronous calls;
+ * only fsync, which waits on the disk, and the writes of big bodies go through the pool. The
+ * event loop blocks for microseconds at a time, never for a disk flush.
+ *
  * @module
  */
 import { createHash } from 'node:crypto';
-import { constants as fsc } from 'node:fs';
+import {
+  closeSync,
+  constants as fsc,
+  fsync,
+  linkSync,
+  lstatSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writevSync,
+} from 'node:fs';
 import {
   copyFile,
   link,
@@ -91,6 +109,11 @@ export interface CacheInfo {
 
 const LAYOUT = 'v1';
 
+/**
+ * Bodies up to this size are gathered in memory and written with direct system calls
+ * (see {@link Cache.installBlob}).
+ */
+const SMALL_BLOB_BYTES = 64 * 1024;
 /** Downloads are written in batches of about this many bytes (one writev each). */
 const WRITE_BATCH_BYTES = 1024 * 1024;
 /** A download starts the disk writing (fdatasync) after every this many bytes. */
@@ -281,6 +304,9 @@ export class Cache {
     onBytes?: (n: number) => void,
     signal?: AbortSignal,
   ): Promise<string> {
+    if (expectedSize <= SMALL_BLOB_BYTES) {
+      return this.installSmallBlob(blob, body, expectedSize, onBytes, signal);
+    }
     const temp = tempPathFor(blob);
     // Read-only from the start: the mode applies to later opens, not to this descriptor.
     const handle = await this.inDir(path.dirname(blob), () =>
@@ -333,10 +359,61 @@ export class Cache {
     return blob;
   }
 
+  /**
+   * {@link installBlob} for a body of at most {@link SMALL_BLOB_BYTES}: the body is gathered
+   * (never more than the expected size plus one chunk), then written with direct system calls;
+   * only the fsync goes through the thread pool. Same guarantees: temp file, fsync, rename.
+   */
+  private async installSmallBlob(
+    blob: string,
+    body: Readable,
+    expectedSize: number,
+    onBytes: ((n: number) => void) | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<string> {
+    const chunks: Buffer[] = [];
+    let received = 0;
+    try {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        signal?.throwIfAborted();
+        received += chunk.length;
+        if (received > expectedSize) break;
+        chunks.push(chunk);
+      }
+      if (received !== expectedSize) {
+        throw new StoreError(
+          `download ${received > expectedSize ? 'ran past' : `ended after ${received} of`} ${expectedSize} bytes; nothing was cached`,
+        );
+      }
+    } catch (error) {
+      body.destroy();
+      throw error;
+    }
+    const temp = tempPathFor(blob);
+    // Read-only from the start: the mode applies to later opens, not to this descriptor.
+    const fd = await this.inDir(path.dirname(blob), async () =>
+      openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
+    );
+    try {
+      if (expectedSize > 0) writevSync(fd, chunks);
+      await new Promise<void>((resolve, reject) =>
+        fsync(fd, (error) => (error ? reject(error) : resolve())),
+      );
+    } catch (error) {
+      closeSync(fd);
+      rmSync(temp, { force: true });
+      throw error;
+    }
+    closeSync(fd);
+    renameSync(temp, blob);
+    onBytes?.(expectedSize);
+    return blob;
+  }
+
   /** True when the blob exists (blobs only ever appear complete). */
   async hasBlob(blob: string): Promise<number | undefined> {
     try {
-      return (await stat(blob)).ino;
+      return statSync(blob).ino;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
@@ -349,8 +426,8 @@ export class Cache {
    */
   async linkInto(blob: string, dest: string): Promise<number> {
     try {
-      await this.inDir(path.dirname(dest), () => link(blob, dest));
-      return (await lstat(dest)).ino;
+      await this.inDir(path.dirname(dest), async () => linkSync(blob, dest));
+      return lstatSync(dest).ino;
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'EEXIST' && code !== 'EXDEV' && code !== 'EPERM' && code !== 'EMLINK') {
