@@ -87,7 +87,8 @@ describe('the cache across processes', () => {
     const store = new LocalStore({ root, cache });
     const files: Record<string, string> = {};
     for (let i = 0; i < 150; i++) files[`d${i % 7}/f${i}.txt`] = `content ${i} `.repeat(i + 1);
-    for (const [k, v] of Object.entries(files)) await store.put(`local://b/set/${k}`, Buffer.from(v));
+    for (const [k, v] of Object.entries(files))
+      await store.put(`local://b/set/${k}`, Buffer.from(v));
     const runs = await Promise.all([
       finished(child([root, cache, 'local://b/set/'])),
       finished(child([root, cache, 'local://b/set/'])),

@@ -153,7 +153,7 @@ async function fetchFile(
 /** True when `dest` is still the file a state recorded (same inode and size). */
 async function sameFile(dest: string, cur: [string, number, number]): Promise<boolean> {
   const st = await lstat(dest).catch(() => undefined);
-  return st !== undefined && st.isFile() && st.ino === cur[1] && st.size === cur[2];
+  return st?.isFile() === true && st.ino === cur[1] && st.size === cur[2];
 }
 
 /**
@@ -215,7 +215,7 @@ async function fetchFolder(
       const cur = state?.files[rel];
       if (cur && cur[0] === e.version) {
         const st = statOrUndefined(`${dir}/${rel}`);
-        if (st && st.isFile() && st.ino === cur[1] && st.size === cur[2]) {
+        if (st?.isFile() && st.ino === cur[1] && st.size === cur[2]) {
           files[rel] = cur;
           return;
         }

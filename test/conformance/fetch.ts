@@ -199,21 +199,26 @@ export function fetchSuite(target: ConformanceTarget): void {
       },
     );
 
-    it.runIf(target.flags.versions)('fetches a file at ?at=version:, online and offline', async () => {
-      const { cache, store, p, url } = await setup({ 'v.txt': 'old bytes' });
-      const id = await store._versionOf(target.bucket, `${p}v.txt`);
-      await store.put(url('v.txt'), Buffer.from('new'));
-      const pinned = `${url('v.txt')}?at=version:${encodeURIComponent(id)}`;
-      const r = await store.fetch(pinned);
-      expect(await readFile(r.path, 'utf8')).toBe('old bytes');
-      expect(path.basename(r.path)).toBe('v.txt');
-      expect((await store.stat(pinned)).size).toBe(9);
-      const offline = target.store({ cache, offline: true });
-      const spies = forbidPrimitives(offline);
-      expect(await readFile((await offline.fetch(pinned)).path, 'utf8')).toBe('old bytes');
-      expect((await offline.stat(pinned)).size).toBe(9);
-      for (const spy of spies) expect(spy).not.toHaveBeenCalled();
-      await expect(store.fetch(`${url('v.txt')}?at=version:nope`)).rejects.toBeInstanceOf(NotFound);
-    });
+    it.runIf(target.flags.versions)(
+      'fetches a file at ?at=version:, online and offline',
+      async () => {
+        const { cache, store, p, url } = await setup({ 'v.txt': 'old bytes' });
+        const id = await store._versionOf(target.bucket, `${p}v.txt`);
+        await store.put(url('v.txt'), Buffer.from('new'));
+        const pinned = `${url('v.txt')}?at=version:${encodeURIComponent(id)}`;
+        const r = await store.fetch(pinned);
+        expect(await readFile(r.path, 'utf8')).toBe('old bytes');
+        expect(path.basename(r.path)).toBe('v.txt');
+        expect((await store.stat(pinned)).size).toBe(9);
+        const offline = target.store({ cache, offline: true });
+        const spies = forbidPrimitives(offline);
+        expect(await readFile((await offline.fetch(pinned)).path, 'utf8')).toBe('old bytes');
+        expect((await offline.stat(pinned)).size).toBe(9);
+        for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+        await expect(store.fetch(`${url('v.txt')}?at=version:nope`)).rejects.toBeInstanceOf(
+          NotFound,
+        );
+      },
+    );
   });
 }
