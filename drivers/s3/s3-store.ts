@@ -29,6 +29,7 @@
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import type { IncomingMessage } from 'node:http';
 import { addAbortSignal, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import { debuglog } from 'node:util';
 import type {
@@ -68,6 +69,7 @@ import {
 import { errorName, mapS3Error, type S3ErrorContext, s3UriText, statusOf } from './errors.js';
 import { mergeVersionPage, recordVersionOrder } from './history.js';
 import { copySource, decodeListedKey } from './keys.js';
+import { LeanGetter } from './lean-get.js';
 import { copyMultipart, type MultipartTarget, uploadMultipart } from './multipart.js';
 import {
   BytesReader,
@@ -130,6 +132,37 @@ function objectInfo(key: string, head: HeadFields, size?: number): ObjectInfo {
 function totalFromContentRange(contentRange: string | undefined): number | undefined {
   const m = contentRange === undefined ? null : /\/(\d+)\s*$/.exec(contentRange);
   return m ? Number(m[1]) : undefined;
+}
+
+/** How long a socket may stay idle (no byte either way) before its transfer counts as dead. */
+const SOCKET_TIMEOUT_MS = 120_000;
+
+/**
+ * A GetResult from a lean GET's response head (the same fields the SDK reads), or `undefined`
+ * (the response discarded) when it lacks a Content-Length, so the SDK path decides.
+ */
+function leanResult(key: string, res: IncomingMessage): GetResult | undefined {
+  const h = res.headers;
+  const length = Number(h['content-length']);
+  const etag = h.etag;
+  if (h['content-length'] === undefined || !Number.isSafeInteger(length) || etag === undefined) {
+    res.resume();
+    return undefined;
+  }
+  const versionId = h['x-amz-version-id'];
+  const modified = h['last-modified'];
+  const contentRange = h['content-range'];
+  const info = objectInfo(
+    key,
+    {
+      ContentLength: length,
+      ETag: etag,
+      VersionId: typeof versionId === 'string' ? versionId : undefined,
+      LastModified: modified === undefined ? undefined : new Date(modified),
+    },
+    totalFromContentRange(contentRange) ?? length,
+  );
+  return { body: res, info, contentLength: length, contentRange };
 }
 
 /** Passes bytes through, counting them: errors when the source is not exactly `size` bytes. */
@@ -200,6 +233,8 @@ export class S3Store extends ObjectStore {
   private readonly versioning = new Map<string, Promise<Versioning>>();
   private readonly createModes = new Map<string, Promise<CreateMode>>();
   private readonly pool: PartBufferPool;
+  /** GetObject without the SDK's command stack, for a client built here (lean-get.ts). */
+  private lean: LeanGetter | undefined;
 
   /** Throws RangeError for options or environment values out of range. Makes no network call. */
   constructor(options: S3StoreOptions = {}) {
@@ -242,6 +277,7 @@ export class S3Store extends ObjectStore {
     ]);
     const maxSockets = Math.min(1024, Math.max(64, this.concurrency * this.partsInFlight));
     const agent = { keepAlive: true, maxSockets, maxFreeSockets: maxSockets };
+    const agents = { http: new http.Agent(agent), https: new https.Agent(agent) };
     const c = this.config;
     this.debug(
       `client: region ${c.region}, endpoint ${c.endpoint ?? '(AWS)'}, path-style ${c.forcePathStyle}, ${maxSockets} sockets`,
@@ -254,7 +290,7 @@ export class S3Store extends ObjectStore {
       warn: (...args: unknown[]) => this.debug(`sdk warning: ${args.map(String).join(' ')}`),
       error: (...args: unknown[]) => this.debug(`sdk error: ${args.map(String).join(' ')}`),
     };
-    return new sdk.S3Client({
+    const client = new sdk.S3Client({
       logger,
       region: c.region,
       endpoint: c.endpoint,
@@ -264,14 +300,18 @@ export class S3Store extends ObjectStore {
       requestChecksumCalculation: c.requestChecksumCalculation,
       responseChecksumValidation: c.responseChecksumValidation,
       requestHandler: new NodeHttpHandler({
-        httpAgent: new http.Agent(agent),
-        httpsAgent: new https.Agent(agent),
+        httpAgent: agents.http,
+        httpsAgent: agents.https,
         logger,
         connectionTimeout: 10_000,
         // An idle socket (no byte either way) for 2 minutes is a dead transfer.
-        socketTimeout: 120_000,
+        socketTimeout: SOCKET_TIMEOUT_MS,
       }),
     });
+    if (c.responseChecksumValidation === 'WHEN_REQUIRED') {
+      this.lean = new LeanGetter(client, agents, SOCKET_TIMEOUT_MS, (m) => this.debug(m));
+    }
+    return client;
   }
 
   /** Close the sockets of a client this store built (an injected client is the caller's to close). */
@@ -506,6 +546,14 @@ export class S3Store extends ObjectStore {
       throw new RangeError(`bad byte range [${range.start}, ${range.end})`);
     }
     return this.call({ bucket, key, op }, async (client, sdk) => {
+      const lean = await this.lean?.get(bucket, key, { versionId, range, signal: options.signal });
+      if (lean) {
+        const result = leanResult(key, lean);
+        if (result) {
+          if (options.signal) addAbortSignal(options.signal, result.body);
+          return result;
+        }
+      }
       const r = await client.send(
         new sdk.GetObjectCommand({
           Bucket: bucket,
