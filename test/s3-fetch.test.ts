@@ -1,0 +1,87 @@
+/**
+ * A folder of 1,000 small objects on S3: fetched with bounded concurrency, and refetched
+ * unchanged from one listing with no GET or HEAD at all.
+ */
+import { mkdtempSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, expect, it, vi } from 'vitest';
+import { S3Store } from '../drivers/s3/index.js';
+import { forEachLimit } from '../src/concurrency.js';
+import {
+  describeS3,
+  emptyBucket,
+  removeBucket,
+  s3TestTarget,
+  testS3Client,
+  uniqueBucketName,
+} from './setup/s3.js';
+
+describeS3('s3 folder fetch of 1,000 small objects', () => {
+  let bucket = '';
+  let prefix = '';
+  const N = 1000;
+
+  beforeAll(async () => {
+    const t = s3TestTarget();
+    bucket = t.kind === 'aws' ? (t.bucket as string) : uniqueBucketName('f');
+    prefix = `fetch-${Date.now()}/`;
+    if (t.kind === 'ceph') {
+      const c = testS3Client();
+      await c.send(new CreateBucketCommand({ Bucket: bucket }));
+      c.destroy();
+    }
+    const seeder = new S3Store({ cache: mkdtempSync(path.join(tmpdir(), 'provcat-s3f-')) });
+    const keys = Array.from({ length: N }, (_, i) => `${prefix}d${i % 10}/f${i}.txt`);
+    await forEachLimit(keys, 32, async (key) => {
+      await seeder._put(bucket, key, Buffer.from(`object ${key}\n`));
+    });
+  }, 180_000);
+
+  afterAll(async () => {
+    const c = testS3Client();
+    if (s3TestTarget().kind === 'ceph') await removeBucket(c, bucket);
+    else await emptyBucket(c, bucket, prefix);
+    c.destroy();
+  }, 180_000);
+
+  it('fetches with at most `concurrency` GETs in flight, then refetches nothing from one listing', async () => {
+    const cache = mkdtempSync(path.join(tmpdir(), 'provcat-s3f-'));
+    const store = new S3Store({ cache, concurrency: 16 });
+    let inFlight = 0;
+    let most = 0;
+    const get = store._get.bind(store);
+    vi.spyOn(store, '_get').mockImplementation(async (...args) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      try {
+        const res = await get(...args);
+        res.body.once('close', () => inFlight--);
+        return res;
+      } catch (error) {
+        inFlight--;
+        throw error;
+      }
+    });
+    const uri = `s3://${bucket}/${prefix}`;
+    const first = await store.fetch(uri);
+    expect(first).toMatchObject({ files: N, downloaded: N });
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(16);
+    const names = await readdir(first.path, { recursive: true });
+    expect(names.filter((n) => n.endsWith('.txt'))).toHaveLength(N);
+
+    vi.restoreAllMocks();
+    const again = new S3Store({ cache });
+    const pages = vi.spyOn(again, '_pages');
+    const head = vi.spyOn(again, '_head');
+    const get2 = vi.spyOn(again, '_get');
+    const second = await again.fetch(uri);
+    expect(second).toEqual({ path: first.path, files: N, downloaded: 0, bytes: 0 });
+    expect(pages).toHaveBeenCalledTimes(1);
+    expect(head).not.toHaveBeenCalled();
+    expect(get2).not.toHaveBeenCalled();
+  }, 180_000);
+});
