@@ -9,8 +9,8 @@
  *
  * What stays the SDK's, so there is still one source of truth:
  * - the endpoint: taken from the SDK's own resolution (its endpoint ruleset) of an earlier
- *   GetObject to the same bucket, recorded by a middleware on the store's client; until the
- *   SDK has sent one GetObject to a bucket, GETs to it go through the SDK;
+ *   GetObject or HeadObject to the same bucket, recorded by a middleware on the store's client;
+ *   until the SDK has sent one of those to a bucket, GETs to it go through the SDK;
  * - signing and credentials: the client's own signer (`config.signer`), hence its credential
  *   provider, with the client's clock-skew offset;
  * - failures: a lean request that fails before its body starts (any status but 200/206, a network
@@ -34,6 +34,12 @@ import { encodeKeyPath } from './keys.js';
 
 /** The SHA-256 of an empty body: GET requests carry it as `x-amz-content-sha256`. */
 const EMPTY_SHA256 = createHash('sha256').update('').digest('hex');
+
+/**
+ * Commands whose resolved endpoint is the one GetObject uses for the same bucket (object-level
+ * operations with the same endpoint parameters): a single-file fetch learns it from its HEAD.
+ */
+const LEARN_FROM = new Set(['GetObjectCommand', 'HeadObjectCommand']);
 
 /** Where the SDK sends a bucket's GetObject, and how it signs it. */
 interface Route {
@@ -87,7 +93,7 @@ export class LeanGetter {
     client.middlewareStack.add(
       (next, context) => async (args) => {
         const bucket = (args.input as { Bucket?: unknown }).Bucket;
-        if (context.commandName === 'GetObjectCommand' && typeof bucket === 'string') {
+        if (LEARN_FROM.has(context.commandName ?? '') && typeof bucket === 'string') {
           this.learn(bucket, (context as { endpointV2?: ResolvedEndpoint }).endpointV2);
         }
         return next(args);
