@@ -132,4 +132,24 @@ describe('the cache across processes', () => {
     const written = await allFiles(parent);
     expect(written.filter((f) => f.includes('escape') || f.includes('passwd'))).toEqual([]);
   });
+
+  it('cache prune frees only the bytes no view links to', async () => {
+    const root = temp('root');
+    const cache = temp('cache');
+    const store = new LocalStore({ root, cache });
+    await store.put('local://b/p/x.txt', Buffer.from('version one'));
+    const pinned = await store.pin('local://b/p/x.txt');
+    await store.fetch('local://b/p/x.txt');
+    await store.put('local://b/p/x.txt', Buffer.from('version two!'));
+    const now = await store.fetch('local://b/p/x.txt');
+    // The first version's blob is now linked by no view: it goes; the current one stays.
+    expect(await store.cache.collect(0)).toEqual({ files: 1, bytes: 11 });
+    expect(await readFile(now.path, 'utf8')).toBe('version two!');
+    expect(await store.fetch('local://b/p/x.txt')).toMatchObject({ downloaded: 0 });
+    // A pinned copy is a view too: once fetched, its bytes are kept.
+    const old = await store.fetch(pinned);
+    expect(old.downloaded).toBe(1);
+    expect(await store.cache.collect(0)).toEqual({ files: 0, bytes: 0 });
+    expect(await readFile(old.path, 'utf8')).toBe('version one');
+  });
 });

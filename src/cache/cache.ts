@@ -573,6 +573,37 @@ export class Cache {
     return { root: this.root, blobs, bytes };
   }
 
+  /**
+   * Free what no view uses: blobs that no fetched file, folder, pin or commit links to any more
+   * (their link count is 1), and temp files left by killed downloads. Only files older than
+   * `minAgeMs` (default one hour) go, so a fetch running now never loses a blob it is about to
+   * link. Everything a view holds stays; a collected version is downloaded again if needed.
+   */
+  async collect(minAgeMs = 3_600_000): Promise<{ files: number; bytes: number }> {
+    const dir = path.join(this.base, 'blobs');
+    let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
+    try {
+      entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+    let files = 0;
+    let bytes = 0;
+    const cutoff = Date.now() - minAgeMs;
+    for (const e of entries) {
+      if (!e.isFile()) continue;
+      const full = path.join(e.parentPath, e.name);
+      const st = await stat(full).catch(() => undefined);
+      if (!st || st.mtimeMs > cutoff) continue;
+      if (e.name.startsWith(TEMP_PREFIX) || st.nlink === 1) {
+        await rm(full, { force: true });
+        files++;
+        bytes += st.size;
+      }
+    }
+    return { files, bytes };
+  }
+
   /** `dir` joined with a relative key whose segments are checked first. */
   private under(dir: string, relKey: string): string {
     const segments = relKey.split('/').filter((s, i, all) => !(s === '' && i === all.length - 1));

@@ -184,4 +184,16 @@ export const coreCommands: Command[] = [
       return 0;
     },
   },
+  {
+    name: 'cache prune',
+    summary: 'free cached bytes that no fetched file, folder, pin or commit uses',
+    usage: 'provcat cache prune [--json]',
+    options: {},
+    positionals: [0, 0],
+    async run(_args, ctx) {
+      const freed = await new Cache().collect();
+      emit(ctx, freed, () => `removed ${freed.files} file(s), ${formatBytes(freed.bytes)}`);
+      return 0;
+    },
+  },
 ];
