@@ -57,7 +57,7 @@ export function table(result) {
   for (const c of result.cases) {
     out.push('');
     out.push(
-      `case ${c.id}: ${c.title}  (${c.runs} runs after a warm-up; load ${c.loadavg.map((x) => x.toFixed(1)).join(' → ')})`,
+      `case ${c.id}: ${c.title}  (${c.runs} runs after a warm-up; load ${c.loadavg.map((x) => x.toFixed(1)).join(' → ')})${c.note ? ` — ${c.note}` : ''}`,
     );
     const rows = [HEAD, ...caseRows(c)];
     const widths = HEAD.map((_, i) => Math.max(...rows.map((r) => r[i].length)));
@@ -99,7 +99,7 @@ function generated(result) {
   out.push('');
   out.push(
     `Each case: one warm-up round, then ${result.options.runs} counted rounds ` +
-      `(${result.options.bigRuns} for the ${result.options.bigBytes / 1024 ** 3 >= 1 ? `${result.options.bigBytes / 1024 ** 3} GiB` : `${result.options.bigBytes / 1024 ** 2} MiB`} cases), the tools alternating within each round. ` +
+      `(${result.options.heavyRuns ?? result.options.runs} for the 10,000-file cases and ${result.options.bigRuns} for the ${result.options.bigBytes / 1024 ** 3 >= 1 ? `${result.options.bigBytes / 1024 ** 3} GiB` : `${result.options.bigBytes / 1024 ** 2} MiB`} cases, to keep the run near 15 minutes), the tools alternating within each round. ` +
       'Times are wall-clock seconds of the whole process; CPU is user + sys; peak RSS is `/usr/bin/time -f %M`. ' +
       '"provcat / peer" is provcat\'s median divided by the peer\'s (below 1: provcat is faster). ' +
       '"requests" counts provcat\'s HTTP requests to the store in one extra run through a counting proxy.',
@@ -124,7 +124,9 @@ function generated(result) {
     out.push('');
     out.push(mdTable(HEAD, caseRows(c)));
     out.push('');
-    out.push(`Load average ${c.loadavg.map((x) => x.toFixed(1)).join(' → ')} during the case.`);
+    out.push(
+      `${c.runs} counted runs after a warm-up; load average ${c.loadavg.map((x) => x.toFixed(1)).join(' → ')} during the case.${c.note ? ` Note: ${c.note}.` : ''}`,
+    );
   }
   if (result.lakeUploadRss) {
     out.push('');

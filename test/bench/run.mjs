@@ -54,9 +54,12 @@ const { values: opt } = parseArgs({
     cases: { type: 'string', default: '1,2,3,4,5,6,7' },
     runs: { type: 'string' },
     'big-runs': { type: 'string' },
+    'heavy-runs': { type: 'string' },
+    'all-peers': { type: 'boolean', default: false },
     'big-mib': { type: 'string' },
     quick: { type: 'boolean', default: false },
     write: { type: 'boolean' },
+    'no-write': { type: 'boolean' },
     clean: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   },
@@ -65,7 +68,11 @@ if (opt.help) {
   process.stdout.write(
     [
       'usage: node test/bench/run.mjs [--cases 1,2,...] [--runs N] [--big-runs N] [--big-mib M]',
-      '                               [--quick] [--write|--no-write] [--clean]',
+      '                               [--heavy-runs N] [--all-peers] [--quick] [--write|--no-write] [--clean]',
+      '  --runs N        counted runs of the light cases (default 5; each after one warm-up round)',
+      '  --heavy-runs N  counted runs of the 10,000-file cases (default 3)',
+      '  --big-runs N    counted runs of the 1 GiB cases (default 3)',
+      '  --all-peers     also run `aws s3 cp` in case 2 (about a minute per run for 10,000 files)',
       '  --quick   small sizes and 2 runs (a smoke test of the harness); writes nothing',
       '  --write   write results/latest.json and docs/performance.md (default: full runs only)',
       '  --clean   delete the small-object bucket at the end (it is kept to skip re-seeding)',
@@ -78,9 +85,11 @@ const quick = opt.quick;
 const selected = new Set(opt.cases.split(',').map((s) => s.trim()));
 const RUNS = Number(opt.runs ?? (quick ? 2 : 5));
 const BIG_RUNS = Number(opt['big-runs'] ?? (quick ? 1 : 3));
+/** Counted runs of the 10,000-file cases (2 and 3b): each round takes minutes on 2 cores. */
+const HEAVY_RUNS = Number(opt['heavy-runs'] ?? (quick ? 1 : 3));
 const BIG_BYTES = Number(opt['big-mib'] ?? (quick ? 64 : 1024)) * MiB;
 const FULL = !quick && selected.size === 7 && opt['big-mib'] === undefined;
-const WRITE = opt.write ?? FULL;
+const WRITE = opt['no-write'] ? false : (opt.write ?? FULL);
 /** The two small-object folders: files × bytes. */
 const SMALL_A = quick ? { files: 200, size: 4 * KiB } : { files: 1000, size: 4 * KiB };
 const SMALL_B = quick ? { files: 1000, size: 1 * KiB } : { files: 10_000, size: 1 * KiB };
@@ -605,7 +614,7 @@ async function freshDir(label) {
   return mkdtemp(path.join(work, `${label}-`));
 }
 
-function folderTools(folder) {
+function folderTools(folder, { aws = true, signer = false } = {}) {
   const src = `s3://${SMALL_BUCKET}/${folder.prefix}`;
   const dirTool = (name, argvOf, extra = {}) =>
     tool(name, {
@@ -616,7 +625,7 @@ function folderTools(folder) {
       cleanup: (ctx) => rm(ctx.dir, { recursive: true, force: true }),
       ...extra,
     });
-  return [
+  const tools = [
     tool('provcat fetch', {
       provcat: true,
       sample: { cache: '$EMPTY_CACHE' },
@@ -663,6 +672,21 @@ function folderTools(folder) {
       dir,
     ]),
   ];
+  if (signer) {
+    tools.push(
+      dirTool('SDK signer + node:http loop', (dir) => [
+        'node',
+        path.join(here, 'signer-fetch.mjs'),
+        '--bucket',
+        SMALL_BUCKET,
+        '--prefix',
+        folder.prefix,
+        '--dest',
+        dir,
+      ]),
+    );
+  }
+  return aws ? tools : tools.filter((t) => !t.name.startsWith('aws'));
 }
 
 async function refetchTools(folder, env) {
@@ -770,17 +794,23 @@ try {
   const name = (f) => `${f.files.toLocaleString('en')} × ${f.size / KiB} KiB`;
 
   if (selected.has('1')) {
-    const tools = folderTools(A);
+    const tools = folderTools(A, { signer: true });
     tools[0].requests = await countRequests(tools[0].argv({ cache: await freshDir('count') }), env);
     cases.push(
       await runCase({ id: '1', title: `cold folder fetch, ${name(A)}`, tools, runs: RUNS }, env),
     );
   }
   if (selected.has('2')) {
-    const tools = folderTools(B);
+    const tools = folderTools(B, { aws: opt['all-peers'] });
     tools[0].requests = await countRequests(tools[0].argv({ cache: await freshDir('count') }), env);
+    const note = opt['all-peers']
+      ? undefined
+      : '`aws s3 cp` left out (about a minute per run here; pass --all-peers)';
     cases.push(
-      await runCase({ id: '2', title: `cold folder fetch, ${name(B)}`, tools, runs: RUNS }, env),
+      await runCase(
+        { id: '2', title: `cold folder fetch, ${name(B)}`, tools, runs: HEAVY_RUNS, note },
+        env,
+      ),
     );
   }
   if (selected.has('3')) {
@@ -792,7 +822,12 @@ try {
       tools[0].requests = await countRequests(tools[0].argv(), env);
       cases.push(
         await runCase(
-          { id: sub, title: `unchanged refetch, ${name(folder)}`, tools, runs: RUNS },
+          {
+            id: sub,
+            title: `unchanged refetch, ${name(folder)}`,
+            tools,
+            runs: folder === B ? HEAVY_RUNS : RUNS,
+          },
           env,
         ),
       );
@@ -1076,7 +1111,14 @@ try {
     quick,
     machine: { ...machine, loadavgAtEnd: os.loadavg().map((x) => Number(x.toFixed(2))) },
     server: { endpoint: ENDPOINT, ...server },
-    options: { runs: RUNS, bigRuns: BIG_RUNS, bigBytes: BIG_BYTES, small: [SMALL_A, SMALL_B] },
+    options: {
+      runs: RUNS,
+      heavyRuns: HEAVY_RUNS,
+      bigRuns: BIG_RUNS,
+      bigBytes: BIG_BYTES,
+      small: [SMALL_A, SMALL_B],
+      allPeers: opt['all-peers'],
+    },
     seconds: Math.round((Date.now() - started) / 1000),
     cases: cases.sort((a, b) => a.id.localeCompare(b.id)),
     ...extra,
