@@ -1,0 +1,74 @@
+/**
+ * The CLI against S3 (Ceph): make a bucket with and without versioning, then the everyday verbs
+ * and a pin on it, exactly as a script would run them.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { GetBucketVersioningCommand } from '@aws-sdk/client-s3';
+import { afterAll, expect, it } from 'vitest';
+import {
+  describeS3,
+  removeBucket,
+  s3TestTarget,
+  testS3Client,
+  uniqueBucketName,
+} from './setup/s3.js';
+
+const BIN = path.join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'bin.js');
+
+describeS3('provcat CLI on S3', () => {
+  const made: string[] = [];
+  const dir = mkdtempSync(path.join(tmpdir(), 'provcat-s3cli-'));
+  const run = (...args: string[]) => {
+    const r = spawnSync(process.execPath, [BIN, ...args], {
+      env: { ...process.env, PROVCAT_CACHE_DIR: path.join(dir, 'cache') },
+      encoding: 'utf8',
+    });
+    return { code: r.status, out: r.stdout, err: r.stderr };
+  };
+  afterAll(async () => {
+    const c = testS3Client();
+    for (const b of made) await removeBucket(c, b);
+    c.destroy();
+  });
+
+  it.runIf(process.env.PROVCAT_TEST_S3 === 'ceph')(
+    'mb makes buckets with and without versioning; put, fetch and pin work on them',
+    async () => {
+      expect(s3TestTarget().kind).toBe('ceph');
+      const plain = uniqueBucketName('cli');
+      const versioned = uniqueBucketName('cliv');
+      made.push(plain, versioned);
+      const a = run('mb', `s3://${plain}`, '--json');
+      expect(a.code, a.err).toBe(0);
+      expect(JSON.parse(a.out)).toEqual({ uri: `s3://${plain}/`, versioning: false });
+      const b = run('mb', `s3://${versioned}`, '--versioning', '--json');
+      expect(b.code, b.err).toBe(0);
+      const c = testS3Client();
+      const status = async (bucket: string) =>
+        (await c.send(new GetBucketVersioningCommand({ Bucket: bucket }))).Status;
+      expect(await status(versioned)).toBe('Enabled');
+      expect(await status(plain)).toBeUndefined();
+      c.destroy();
+      expect(run('mb', `s3://${plain}/not-a-bucket/`).code).toBe(2);
+
+      const local = path.join(dir, 'x.txt');
+      writeFileSync(local, 'hello');
+      for (const bucket of [plain, versioned]) {
+        const put = run('put', local, `s3://${bucket}/d/x.txt`, '--json');
+        expect(put.code, put.err).toBe(0);
+        const f = JSON.parse(run('fetch', `s3://${bucket}/d/`, '--json').out);
+        expect(f).toMatchObject({ files: 1, downloaded: 1, bytes: 5 });
+      }
+      const pin = run('pin', `s3://${versioned}/d/x.txt`, '--json');
+      expect(pin.code, pin.err).toBe(0);
+      expect(JSON.parse(pin.out).uri).toMatch(/\?at=version:/);
+      const refused = run('pin', `s3://${plain}/d/x.txt`);
+      expect(refused.code).toBe(7);
+      expect(refused.err).toMatch(/^provcat: StoreError: /);
+    },
+    120_000,
+  );
+});
