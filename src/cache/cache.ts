@@ -525,13 +525,16 @@ export class Cache {
     }
     let removed = 0;
     const dirs: string[] = [];
+    const base = path.join(dir, path.sep);
     for (const e of entries) {
-      const full = path.join(e.parentPath, e.name);
+      // readdir gives normalized parent paths below `dir`: slicing is path.relative, cheaper.
+      const full = `${path.join(e.parentPath, path.sep)}${e.name}`;
       if (e.isDirectory()) {
         dirs.push(full);
         continue;
       }
-      const rel = path.relative(dir, full).split(path.sep).join('/');
+      const own = full.slice(base.length);
+      const rel = path.sep === '/' ? own : own.split(path.sep).join('/');
       if (e.name.startsWith(TEMP_PREFIX) && (await isRecent(full))) continue;
       if (!keep.has(rel)) {
         await rm(full, { force: true });

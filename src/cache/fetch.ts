@@ -261,9 +261,13 @@ async function fetchFolder(
       options.signal,
     );
     await cache.prune(dir, new Set(rels));
-    await cache.ensureDir(dir);
-    await cache.syncDir(dir);
-    await cache.writeState({ uri: viewId, done: true, files });
+    const unchanged =
+      todo.length === 0 && state?.done === true && Object.keys(state.files).length === rels.length;
+    if (!unchanged) {
+      await cache.ensureDir(dir);
+      await cache.syncDir(dir);
+      await cache.writeState({ uri: viewId, done: true, files });
+    }
     return { path: dir, files: entries.length, downloaded, bytes: transfer.bytes };
   });
 }
