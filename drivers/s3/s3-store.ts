@@ -69,7 +69,7 @@ import {
 import { errorName, mapS3Error, type S3ErrorContext, s3UriText, statusOf } from './errors.js';
 import { mergeVersionPage, recordVersionOrder } from './history.js';
 import { copySource, decodeListedKey } from './keys.js';
-import { LeanGetter } from './lean-get.js';
+import { LeanPath } from './lean.js';
 import { copyMultipart, type MultipartTarget, uploadMultipart } from './multipart.js';
 import {
   BytesReader,
@@ -233,8 +233,8 @@ export class S3Store extends ObjectStore {
   private readonly versioning = new Map<string, Promise<Versioning>>();
   private readonly createModes = new Map<string, Promise<CreateMode>>();
   private readonly pool: PartBufferPool;
-  /** GetObject without the SDK's command stack, for a client built here (lean-get.ts). */
-  private lean: LeanGetter | undefined;
+  /** GetObject and ListObjectsV2 without the SDK's command stack, for a client built here (lean.ts). */
+  private lean: LeanPath | undefined;
 
   /** Throws RangeError for options or environment values out of range. Makes no network call. */
   constructor(options: S3StoreOptions = {}) {
@@ -309,7 +309,7 @@ export class S3Store extends ObjectStore {
       }),
     });
     if (c.responseChecksumValidation === 'WHEN_REQUIRED') {
-      this.lean = new LeanGetter(client, agents, SOCKET_TIMEOUT_MS, (m) => this.debug(m));
+      this.lean = new LeanPath(client, agents, SOCKET_TIMEOUT_MS, (m) => this.debug(m));
     }
     return client;
   }
@@ -466,6 +466,29 @@ export class S3Store extends ObjectStore {
     let token: string | undefined;
     for (;;) {
       const context = { bucket, key: prefix, op: 'list' };
+      const lean = await this.lean?.listPage(bucket, {
+        prefix,
+        delimiter: options.delimiter,
+        maxKeys: limit,
+        token,
+        signal: options.signal,
+      });
+      if (lean) {
+        const decode = this.keyDecoder(lean.encodingType, context);
+        const page: ListPage = {
+          prefixes: lean.prefixes.map(decode),
+          objects: lean.objects.map((o) =>
+            objectInfo(decode(o.key), { ETag: o.etag, LastModified: o.lastModified }, o.size),
+          ),
+        };
+        if (page.prefixes.length > 0 || page.objects.length > 0) yield page;
+        if (!lean.isTruncated) return;
+        token = lean.nextToken;
+        if (!token) {
+          throw new StoreError(`list ${s3UriText(bucket, prefix)}: truncated page without a token`);
+        }
+        continue;
+      }
       let r: ListObjectsV2CommandOutput;
       try {
         r = await this.call(context, (client, sdk) =>
