@@ -17,7 +17,7 @@ import type { VersionMeta } from './cache/cache.js';
 import { fetchUri } from './cache/fetch.js';
 import { type BranchOptions, branchFrom } from './commits/branch.js';
 import { type CommitOptions, commitFolder } from './commits/commit.js';
-import { type CommitFile, META_PREFIX } from './commits/format.js';
+import { type CommitFile, compareUtf8, META_PREFIX } from './commits/format.js';
 import { commitCovers, fileAt, filesUnder, loadCommit } from './commits/load.js';
 import { type LogEntry, logFolder } from './commits/log.js';
 import { pinUri } from './commits/pin.js';
@@ -34,7 +34,7 @@ import type {
   SignalOptions,
   VersionRecord,
 } from './driver.js';
-import { type Entry, entryToJson } from './entry.js';
+import type { Entry } from './entry.js';
 import { NotFound, OfflineMiss, StoreError, UriError } from './errors.js';
 import { type ProgressCallback, Store } from './store.js';
 import { toUri, Uri } from './uri.js';
@@ -169,7 +169,7 @@ export abstract class ObjectStore extends Store {
     }
     if (!any && !u.isBucket)
       throw new NotFound(`no folder at ${folder}`, { uri: folder.toString() });
-    out.sort((a, b) => compareKeys(a.uri.key, b.uri.key));
+    out.sort((a, b) => compareUtf8(a.uri.key, b.uri.key));
     return out;
   }
 
@@ -431,7 +431,7 @@ export abstract class ObjectStore extends Store {
         out.push(folderEntry(Uri.fromKey(this.scheme, folder.bucket, sub, at)));
       }
     }
-    out.sort((a, b) => compareKeys(a.uri.key, b.uri.key));
+    out.sort((a, b) => compareUtf8(a.uri.key, b.uri.key));
     return out;
   }
 
@@ -565,11 +565,6 @@ function folderEntry(uri: Uri): Entry {
   return { uri, kind: 'folder', size: null, version: null };
 }
 
-/** Compare keys in UTF-8 byte order (the order of S3 listings). */
-export function compareKeys(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
-}
-
 /** A predicate on relative paths from include/exclude globs. */
 function globFilter(options: WalkOptions): (rel: string) => boolean {
   const inc = toList(options.include);
@@ -583,5 +578,3 @@ function globFilter(options: WalkOptions): (rel: string) => boolean {
 function toList(v: string | string[] | undefined): string[] {
   return v === undefined ? [] : Array.isArray(v) ? v : [v];
 }
-
-export { entryToJson };

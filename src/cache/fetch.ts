@@ -15,7 +15,7 @@
 import { lstatSync } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { forEachLimit } from '../concurrency.js';
-import type { GetResult, ObjectInfo } from '../driver.js';
+import type { ObjectInfo } from '../driver.js';
 import { NotFound, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
@@ -90,21 +90,27 @@ export class Transfer {
 }
 
 /**
- * Download a GET response into its blob unless that blob is already there. Returns the blob
- * path, whether bytes moved, and what the store said of the bytes.
+ * The blob of the current object `key`, whose listing or HEAD said `known`: the cached one when
+ * that version is there, else one GET into a new blob (stored under the version of the bytes the
+ * GET returned, which may be newer than `known`). Returns the blob, what the store said of its
+ * bytes, and whether bytes moved.
  */
-export async function downloadBlob(
+async function currentBlob(
   store: ObjectStore,
   bucket: string,
   key: string,
-  open: () => Promise<GetResult>,
+  known: ObjectInfo,
   transfer: Transfer,
   signal: AbortSignal | undefined,
-): Promise<{ blob: string; info: ObjectInfo }> {
-  const res = await open();
+): Promise<{ blob: string; info: ObjectInfo; downloaded: boolean }> {
+  const cached = store.cache.blobPath(store.scheme, bucket, key, blobIdentity(known));
+  if ((await store.cache.hasBlob(cached)) !== undefined) {
+    return { blob: cached, info: known, downloaded: false };
+  }
+  const res = await store._get(bucket, key, { signal });
   const blob = store.cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
   await store.cache.installBlob(blob, res.body, res.contentLength, transfer.add, signal);
-  return { blob, info: res.info };
+  return { blob, info: res.info, downloaded: true };
 }
 
 /** Fetch one file (no pin) given its HEAD. */
@@ -125,28 +131,15 @@ async function fetchFile(
       return { path: dest, files: 1, downloaded: 0, bytes: 0 };
     }
     const transfer = new Transfer(store, u, options, info.size, 1);
-    let blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(info));
-    let got = info;
-    let downloaded = 0;
-    if ((await cache.hasBlob(blob)) === undefined) {
-      ({ blob, info: got } = await downloadBlob(
-        store,
-        bucket,
-        key,
-        () => store._get(bucket, key, { signal: options.signal }),
-        transfer,
-        options.signal,
-      ));
-      downloaded = 1;
-    }
-    const ino = await cache.linkInto(blob, dest);
+    const got = await currentBlob(store, bucket, key, info, transfer, options.signal);
+    const ino = await cache.linkInto(got.blob, dest);
     transfer.fileDone();
     await cache.writeState({
       uri: viewId,
       done: true,
-      files: { '': [got.version, ino, got.size] },
+      files: { '': [got.info.version, ino, got.info.size] },
     });
-    return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
+    return { path: dest, files: 1, downloaded: got.downloaded ? 1 : 0, bytes: transfer.bytes };
   });
 }
 
@@ -242,20 +235,10 @@ async function fetchFolder(
           version: e.version ?? '',
           versionId: e.versionId,
         };
-        let blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(listed));
-        let got = listed;
-        if ((await cache.hasBlob(blob)) === undefined) {
-          ({ blob, info: got } = await downloadBlob(
-            store,
-            bucket,
-            key,
-            () => store._get(bucket, key, { signal }),
-            transfer,
-            signal,
-          ));
-          downloaded++;
-        }
-        files[rel] = [got.version, await cache.linkInto(blob, `${dir}/${rel}`), got.size];
+        const got = await currentBlob(store, bucket, key, listed, transfer, signal);
+        if (got.downloaded) downloaded++;
+        const ino = await cache.linkInto(got.blob, `${dir}/${rel}`);
+        files[rel] = [got.info.version, ino, got.info.size];
         transfer.fileDone();
       },
       options.signal,
