@@ -29,7 +29,8 @@
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import type { IncomingMessage } from 'node:http';
+import { Agent as HttpAgent, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import { addAbortSignal, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import { debuglog } from 'node:util';
 import type {
@@ -69,7 +70,7 @@ import {
 import { errorName, mapS3Error, type S3ErrorContext, s3UriText, statusOf } from './errors.js';
 import { mergeVersionPage, recordVersionOrder } from './history.js';
 import { copySource, decodeListedKey } from './keys.js';
-import { LeanPath } from './lean.js';
+import { type LeanListPage, LeanPath, pathStyleRoute, sdkSignerFactory } from './lean.js';
 import { copyMultipart, type MultipartTarget, uploadMultipart } from './multipart.js';
 import {
   BytesReader,
@@ -165,6 +166,28 @@ function leanResult(key: string, res: IncomingMessage): GetResult | undefined {
   return { body: res, info, contentLength: length, contentRange };
 }
 
+/**
+ * The ObjectInfo of a lean HEAD's response headers (the fields the SDK's HeadObject reads), or
+ * `undefined` when there were none or they lack a size or an ETag, so the SDK path decides.
+ */
+function leanHeadInfo(
+  key: string,
+  h: IncomingMessage['headers'] | undefined,
+): ObjectInfo | undefined {
+  if (h === undefined) return undefined;
+  const length = Number(h['content-length']);
+  if (h['content-length'] === undefined || !Number.isSafeInteger(length) || !h.etag)
+    return undefined;
+  const versionId = h['x-amz-version-id'];
+  const modified = h['last-modified'];
+  return objectInfo(key, {
+    ContentLength: length,
+    ETag: h.etag,
+    VersionId: typeof versionId === 'string' ? versionId : undefined,
+    LastModified: modified === undefined ? undefined : new Date(modified),
+  });
+}
+
 /** Passes bytes through, counting them: errors when the source is not exactly `size` bytes. */
 class LengthCheck extends Transform {
   private seen = 0;
@@ -233,8 +256,14 @@ export class S3Store extends ObjectStore {
   private readonly versioning = new Map<string, Promise<Versioning>>();
   private readonly createModes = new Map<string, Promise<CreateMode>>();
   private readonly pool: PartBufferPool;
-  /** GetObject and ListObjectsV2 without the SDK's command stack, for a client built here (lean.ts). */
-  private lean: LeanPath | undefined;
+  /**
+   * GetObject, HeadObject and ListObjectsV2 without the SDK (lean.ts), when the store builds its
+   * own client; `undefined` with an injected client.
+   */
+  private readonly lean: LeanPath | undefined;
+  /** The client once built (its measured clock skew signs lean requests too). */
+  private builtClient: S3Client | undefined;
+  private agentPair: { http: HttpAgent; https: HttpsAgent } | undefined;
 
   /** Throws RangeError for options or environment values out of range. Makes no network call. */
   constructor(options: S3StoreOptions = {}) {
@@ -250,6 +279,33 @@ export class S3Store extends ObjectStore {
     this.copyThreshold = this.config.copyThreshold;
     this.createFallback = this.config.createFallback;
     this.pool = new PartBufferPool(this.partSize, this.partsInFlight);
+    const c = this.config;
+    if (!this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
+      const endpoint = c.endpoint;
+      this.lean = new LeanPath({
+        agents: this.agents(),
+        socketTimeoutMs: SOCKET_TIMEOUT_MS,
+        fixedRoute:
+          endpoint !== undefined && c.forcePathStyle
+            ? (bucket) => pathStyleRoute(endpoint, c.region, bucket)
+            : undefined,
+        signer: sdkSignerFactory(),
+        clockOffset: () =>
+          (this.builtClient?.config as { systemClockOffset?: number } | undefined)
+            ?.systemClockOffset ?? 0,
+        debug: (m) => this.debug(m),
+      });
+    }
+  }
+
+  /** The keep-alive HTTP agents of every request of this store (lean and SDK), made once. */
+  private agents(): { http: HttpAgent; https: HttpsAgent } {
+    if (!this.agentPair) {
+      const maxSockets = Math.min(1024, Math.max(64, this.concurrency * this.partsInFlight));
+      const agent = { keepAlive: true, maxSockets, maxFreeSockets: maxSockets };
+      this.agentPair = { http: new HttpAgent(agent), https: new HttpsAgent(agent) };
+    }
+    return this.agentPair;
   }
 
   // ---- the client and the error mapping (used by src/lake too) ---------------------------
@@ -269,18 +325,11 @@ export class S3Store extends ObjectStore {
   }
 
   private async buildClient(): Promise<S3Client> {
-    const [sdk, { NodeHttpHandler }, http, https] = await Promise.all([
-      loadS3Sdk(),
-      loadHttpHandler(),
-      import('node:http'),
-      import('node:https'),
-    ]);
-    const maxSockets = Math.min(1024, Math.max(64, this.concurrency * this.partsInFlight));
-    const agent = { keepAlive: true, maxSockets, maxFreeSockets: maxSockets };
-    const agents = { http: new http.Agent(agent), https: new https.Agent(agent) };
+    const [sdk, { NodeHttpHandler }] = await Promise.all([loadS3Sdk(), loadHttpHandler()]);
+    const agents = this.agents();
     const c = this.config;
     this.debug(
-      `client: region ${c.region}, endpoint ${c.endpoint ?? '(AWS)'}, path-style ${c.forcePathStyle}, ${maxSockets} sockets`,
+      `client: region ${c.region}, endpoint ${c.endpoint ?? '(AWS)'}, path-style ${c.forcePathStyle}, ${agents.http.maxSockets} sockets`,
     );
     // SDK warnings (retries of streamed bodies, socket pressure) go to the debug log, not stderr.
     const logger = {
@@ -308,9 +357,8 @@ export class S3Store extends ObjectStore {
         socketTimeout: SOCKET_TIMEOUT_MS,
       }),
     });
-    if (c.responseChecksumValidation === 'WHEN_REQUIRED') {
-      this.lean = new LeanPath(client, agents, SOCKET_TIMEOUT_MS, (m) => this.debug(m));
-    }
+    this.lean?.watch(client);
+    this.builtClient = client;
     return client;
   }
 
@@ -318,7 +366,10 @@ export class S3Store extends ObjectStore {
   async close(): Promise<void> {
     const built = this.built;
     this.built = undefined;
+    this.builtClient = undefined;
     if (built) (await built).destroy();
+    this.agentPair?.http.destroy();
+    this.agentPair?.https.destroy();
   }
 
   /**
@@ -336,16 +387,24 @@ export class S3Store extends ObjectStore {
     this.logger(message);
   }
 
-  /** Run one S3 interaction: offline check, client and SDK, and the error mapping. */
+  /**
+   * Run one S3 interaction: offline check, then `lean` (when the store has a lean path and one is
+   * given; its `undefined` means "ask the SDK"), else the client and SDK with the error mapping.
+   */
   private async call<T>(
     context: S3ErrorContext,
     fn: (client: S3Client, sdk: S3Sdk) => Promise<T>,
+    lean?: (path: LeanPath) => Promise<T | undefined>,
   ): Promise<T> {
     if (this.offline) {
       throw new OfflineMiss(
         `offline: no S3 call (${context.op} ${s3UriText(context.bucket, context.key)})`,
         { uri: s3UriText(context.bucket, context.key) },
       );
+    }
+    if (lean && this.lean) {
+      const answer = await lean(this.lean);
+      if (answer !== undefined) return answer;
     }
     const [client, sdk] = await Promise.all([this.client(), loadS3Sdk()]);
     try {
@@ -445,12 +504,16 @@ export class S3Store extends ObjectStore {
     key: string,
     options: SignalOptions = {},
   ): Promise<ObjectInfo> {
-    return this.call({ bucket, key, op: 'head' }, async (client, sdk) => {
-      const r = await client.send(new sdk.HeadObjectCommand({ Bucket: bucket, Key: key }), {
-        abortSignal: options.signal,
-      });
-      return objectInfo(key, r);
-    });
+    return this.call(
+      { bucket, key, op: 'head' },
+      async (client, sdk) => {
+        const r = await client.send(new sdk.HeadObjectCommand({ Bucket: bucket, Key: key }), {
+          abortSignal: options.signal,
+        });
+        return objectInfo(key, r);
+      },
+      async (lean) => leanHeadInfo(key, await lean.head(bucket, key, { signal: options.signal })),
+    );
   }
 
   /**
@@ -466,60 +529,63 @@ export class S3Store extends ObjectStore {
     let token: string | undefined;
     for (;;) {
       const context = { bucket, key: prefix, op: 'list' };
-      const lean = await this.lean?.listPage(bucket, {
-        prefix,
-        delimiter: options.delimiter,
-        maxKeys: limit,
-        token,
-        signal: options.signal,
-      });
-      if (lean) {
-        const decode = this.keyDecoder(lean.encodingType, context);
-        const page: ListPage = {
-          prefixes: lean.prefixes.map(decode),
-          objects: lean.objects.map((o) =>
-            objectInfo(decode(o.key), { ETag: o.etag, LastModified: o.lastModified }, o.size),
-          ),
-        };
-        if (page.prefixes.length > 0 || page.objects.length > 0) yield page;
-        if (!lean.isTruncated) return;
-        token = lean.nextToken;
-        if (!token) {
-          throw new StoreError(`list ${s3UriText(bucket, prefix)}: truncated page without a token`);
-        }
-        continue;
-      }
-      let r: ListObjectsV2CommandOutput;
+      let r: { encoding: string | undefined; page: LeanListPage } | ListObjectsV2CommandOutput;
       try {
-        r = await this.call(context, (client, sdk) =>
-          client.send(
-            new sdk.ListObjectsV2Command({
-              Bucket: bucket,
-              Prefix: prefix === '' ? undefined : prefix,
-              Delimiter: options.delimiter,
-              MaxKeys: limit,
-              ContinuationToken: token,
-              EncodingType: 'url',
-            }),
-            { abortSignal: options.signal },
-          ),
+        r = await this.call<typeof r>(
+          context,
+          (client, sdk) =>
+            client.send(
+              new sdk.ListObjectsV2Command({
+                Bucket: bucket,
+                Prefix: prefix === '' ? undefined : prefix,
+                Delimiter: options.delimiter,
+                MaxKeys: limit,
+                ContinuationToken: token,
+                EncodingType: 'url',
+              }),
+              { abortSignal: options.signal },
+            ),
+          async (lean) => {
+            const page = await lean.listPage(bucket, {
+              prefix,
+              delimiter: options.delimiter,
+              maxKeys: limit,
+              token,
+              signal: options.signal,
+            });
+            return page && { encoding: page.encodingType, page };
+          },
         );
       } catch (error) {
         if (token === undefined && error instanceof NotFound) return;
         throw error;
       }
-      const decode = this.keyDecoder(r.EncodingType, context);
-      const page: ListPage = {
-        prefixes: (r.CommonPrefixes ?? []).flatMap((p) =>
-          p.Prefix === undefined ? [] : [decode(p.Prefix)],
-        ),
-        objects: (r.Contents ?? []).map((o) =>
-          objectInfo(decode(o.Key ?? ''), { ETag: o.ETag, LastModified: o.LastModified }, o.Size),
-        ),
-      };
+      // The lean page and the SDK's answer, in one shape.
+      const lean = 'page' in r ? r.page : undefined;
+      const sdkPage = 'page' in r ? undefined : r;
+      const decode = this.keyDecoder(lean ? lean.encodingType : sdkPage?.EncodingType, context);
+      const page: ListPage = lean
+        ? {
+            prefixes: lean.prefixes.map(decode),
+            objects: lean.objects.map((o) =>
+              objectInfo(decode(o.key), { ETag: o.etag, LastModified: o.lastModified }, o.size),
+            ),
+          }
+        : {
+            prefixes: (sdkPage?.CommonPrefixes ?? []).flatMap((p) =>
+              p.Prefix === undefined ? [] : [decode(p.Prefix)],
+            ),
+            objects: (sdkPage?.Contents ?? []).map((o) =>
+              objectInfo(
+                decode(o.Key ?? ''),
+                { ETag: o.ETag, LastModified: o.LastModified },
+                o.Size,
+              ),
+            ),
+          };
       if (page.prefixes.length > 0 || page.objects.length > 0) yield page;
-      if (!r.IsTruncated) return;
-      token = r.NextContinuationToken;
+      if (!(lean ? lean.isTruncated : sdkPage?.IsTruncated)) return;
+      token = lean ? lean.nextToken : sdkPage?.NextContinuationToken;
       if (!token) {
         throw new StoreError(`list ${s3UriText(bucket, prefix)}: truncated page without a token`);
       }
@@ -568,41 +634,42 @@ export class S3Store extends ObjectStore {
     ) {
       throw new RangeError(`bad byte range [${range.start}, ${range.end})`);
     }
-    return this.call({ bucket, key, op }, async (client, sdk) => {
-      const lean = await this.lean?.get(bucket, key, { versionId, range, signal: options.signal });
-      if (lean) {
-        const result = leanResult(key, lean);
-        if (result) {
-          if (options.signal) addAbortSignal(options.signal, result.body);
-          return result;
+    return this.call(
+      { bucket, key, op },
+      async (client, sdk) => {
+        const r = await client.send(
+          new sdk.GetObjectCommand({
+            Bucket: bucket,
+            Key: key,
+            VersionId: versionId,
+            Range: range ? `bytes=${range.start}-${range.end - 1}` : undefined,
+          }),
+          { abortSignal: options.signal },
+        );
+        const body = r.Body;
+        if (!(body instanceof Readable)) {
+          throw new StoreError(`${op} ${s3UriText(bucket, key)}: the SDK returned no Node stream`);
         }
-      }
-      const r = await client.send(
-        new sdk.GetObjectCommand({
-          Bucket: bucket,
-          Key: key,
-          VersionId: versionId,
-          Range: range ? `bytes=${range.start}-${range.end - 1}` : undefined,
-        }),
-        { abortSignal: options.signal },
-      );
-      const body = r.Body;
-      if (!(body instanceof Readable)) {
-        throw new StoreError(`${op} ${s3UriText(bucket, key)}: the SDK returned no Node stream`);
-      }
-      if (options.signal) addAbortSignal(options.signal, body);
-      if (r.ContentLength === undefined) {
-        body.destroy();
-        throw new StoreError(`${op} ${s3UriText(bucket, key)}: no Content-Length`);
-      }
-      const size = totalFromContentRange(r.ContentRange) ?? r.ContentLength;
-      return {
-        body,
-        info: objectInfo(key, r, size),
-        contentLength: r.ContentLength,
-        contentRange: r.ContentRange,
-      };
-    });
+        if (options.signal) addAbortSignal(options.signal, body);
+        if (r.ContentLength === undefined) {
+          body.destroy();
+          throw new StoreError(`${op} ${s3UriText(bucket, key)}: no Content-Length`);
+        }
+        const size = totalFromContentRange(r.ContentRange) ?? r.ContentLength;
+        return {
+          body,
+          info: objectInfo(key, r, size),
+          contentLength: r.ContentLength,
+          contentRange: r.ContentRange,
+        };
+      },
+      async (lean) => {
+        const res = await lean.get(bucket, key, { versionId, range, signal: options.signal });
+        const result = res && leanResult(key, res);
+        if (result && options.signal) addAbortSignal(options.signal, result.body);
+        return result;
+      },
+    );
   }
 
   /**
@@ -864,13 +931,18 @@ export class S3Store extends ObjectStore {
     options: SignalOptions = {},
   ): Promise<ObjectInfo> {
     await this.requireVersions(bucket, 'headVersion');
-    return this.call({ bucket, key, op: 'headVersion' }, async (client, sdk) => {
-      const r = await client.send(
-        new sdk.HeadObjectCommand({ Bucket: bucket, Key: key, VersionId: versionId }),
-        { abortSignal: options.signal },
-      );
-      return objectInfo(key, r);
-    });
+    return this.call(
+      { bucket, key, op: 'headVersion' },
+      async (client, sdk) => {
+        const r = await client.send(
+          new sdk.HeadObjectCommand({ Bucket: bucket, Key: key, VersionId: versionId }),
+          { abortSignal: options.signal },
+        );
+        return objectInfo(key, r);
+      },
+      async (lean) =>
+        leanHeadInfo(key, await lean.head(bucket, key, { versionId, signal: options.signal })),
+    );
   }
 
   /** GetObject of one version (optionally a range, as `_get`). */

@@ -25,6 +25,14 @@ function missing(name: string, cause: unknown): ProvcatError {
   );
 }
 
+/**
+ * True once this process asked for `@aws-sdk/client-s3` (a command that needed the SDK client;
+ * the lean read path does not). For tests and debugging.
+ */
+export function s3SdkRequested(): boolean {
+  return sdk !== undefined;
+}
+
 /** `@aws-sdk/client-s3`, imported once on first use. A failed import is retried on the next call. */
 export function loadS3Sdk(): Promise<S3Sdk> {
   sdk ??= import('@aws-sdk/client-s3').catch((cause: unknown) => {
