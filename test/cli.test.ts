@@ -14,7 +14,8 @@ import {
   UriError,
 } from '../src/errors.js';
 
-const BIN = path.join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'bin.js');
+/** The command users run: the bundled executable (scripts/bundle-cli.mjs). */
+const BIN = path.join(import.meta.dirname, '..', 'dist', 'cli', 'provcat.mjs');
 
 function cli(env: Record<string, string>) {
   return (...args: string[]) => {
@@ -145,6 +146,20 @@ describe('provcat CLI', () => {
     const pkg = JSON.parse(
       await readFile(path.join(import.meta.dirname, '..', 'package.json'), 'utf8'),
     );
-    expect(pkg.scripts.start).toMatch(/bin\.js tour/);
+    expect(pkg.scripts.start).toMatch(/dist\/cli\/provcat\.mjs tour/);
+    expect(pkg.bin.provcat).toBe('dist/cli/provcat.mjs');
+  });
+
+  it('the bundled executable knows its version and its help', async () => {
+    const { run } = sandbox();
+    const pkg = JSON.parse(
+      await readFile(path.join(import.meta.dirname, '..', 'package.json'), 'utf8'),
+    );
+    const version = run('--version');
+    expect(version.code, version.err).toBe(0);
+    expect(version.out.trim()).toBe(pkg.version);
+    const help = run('--help');
+    expect(help.code, help.err).toBe(0);
+    for (const verb of ['fetch', 'commit', 'upload', 'tour']) expect(help.out).toContain(verb);
   });
 });

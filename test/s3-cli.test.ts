@@ -16,7 +16,8 @@ import {
   uniqueBucketName,
 } from './setup/s3.js';
 
-const BIN = path.join(import.meta.dirname, '..', 'dist', 'src', 'cli', 'bin.js');
+/** The command users run: the bundled executable (scripts/bundle-cli.mjs). */
+const BIN = path.join(import.meta.dirname, '..', 'dist', 'cli', 'provcat.mjs');
 
 describeS3('provcat CLI on S3', () => {
   const made: string[] = [];
