@@ -16,9 +16,10 @@
  * Resumable upload (a path source and `checkpointDir`): see checkpoint.ts for the format and
  * {@link S3Stage.upload} for the recovery steps.
  *
- * Reads: `open` is one GET of the whole object through the verifying wrapper (verify.ts);
- * `openRange` is one ranged GET whose `Content-Range` and `Content-Length` must be exactly the
- * ones asked for before the body is exposed (`RangeMismatch` otherwise — no HEAD, no buffering).
+ * Reads (stage-base.ts): `open` is one GET of the whole object through the verifying wrapper
+ * (verify.ts); `openRange` is one ranged GET whose `Content-Range` and `Content-Length` must be
+ * exactly the ones asked for before the body is exposed (`RangeMismatch` otherwise — no HEAD,
+ * no buffering).
  *
  * @module
  */
@@ -27,7 +28,6 @@ import { createReadStream } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import type { ReadableStream } from 'node:stream/web';
 import { debuglog } from 'node:util';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { S3Store } from '../../drivers/s3/index.js';
@@ -66,14 +66,12 @@ import { fsError, openSource } from './source.js';
 import {
   checkExpiresIn,
   checkPartsInFlight,
-  checkRange,
   type ManagedStage,
   type PresignOptions,
-  type ReadOptions,
   type UploadOptions,
   type UploadSource,
 } from './stage.js';
-import { capRange, verifyWhole } from './verify.js';
+import { StageBase } from './stage-base.js';
 
 const debug = debuglog('provcat:lake');
 
@@ -120,7 +118,7 @@ interface Connection {
 }
 
 /** A managed stage in S3. Build it with `stageFromDescriptor`. */
-export class S3Stage implements ManagedStage {
+export class S3Stage extends StageBase implements ManagedStage {
   readonly kind = 's3' as const;
   /** The key prefix objects are written below (prefix and tenant), `''` for the whole bucket. */
   readonly keyPrefix: string;
@@ -137,6 +135,7 @@ export class S3Stage implements ManagedStage {
     readonly descriptor: S3StageDescriptor,
     private readonly options: S3StageOptions = {},
   ) {
+    super();
     this.keyPrefix = effectivePrefix(descriptor);
     this.base = splitKey(this.keyPrefix);
     this.partsInFlight = checkPartsInFlight(options.partsInFlight);
@@ -790,63 +789,27 @@ export class S3Stage implements ManagedStage {
 
   // ---- reads -------------------------------------------------------------------------------
 
-  async open(location: DataLocation, options: ReadOptions = {}): Promise<Readable> {
-    const loc = checkDataLocation(location);
-    const key = this.keyOf(loc.uri);
-    if (options.signal?.aborted) throw abortError(options.signal);
-    const c = await this.connect();
-    let out: import('@aws-sdk/client-s3').GetObjectCommandOutput;
-    try {
-      out = await c.client.send(
-        new c.sdk.GetObjectCommand({ Bucket: this.descriptor.bucket, Key: key }),
-        {
-          abortSignal: options.signal,
-        },
-      );
-    } catch (error) {
-      if (options.signal?.aborted) throw abortError(options.signal);
-      throw this.mapError(c, error, 'GetObject', key);
-    }
-    return verifyWhole(bodyOf(out, loc.uri), {
-      uri: loc.uri,
-      expected: loc.sizeBytes,
-      sha256: loc.sha256,
-      signal: options.signal,
-    });
+  protected resolve(uri: string): string {
+    return this.keyOf(uri);
   }
 
-  async openWeb(
-    location: DataLocation,
-    options: ReadOptions = {},
-  ): Promise<ReadableStream<Uint8Array>> {
-    return Readable.toWeb(await this.open(location, options)) as ReadableStream<Uint8Array>;
+  protected async readWhole(
+    key: string,
+    _location: DataLocation,
+    signal: AbortSignal | undefined,
+  ): Promise<Readable> {
+    const out = await this.get(key, undefined, signal);
+    return bodyOf(out, s3Uri(this.descriptor.bucket, key));
   }
 
-  async openRange(
-    location: DataLocation,
+  protected async readRange(
+    key: string,
+    loc: DataLocation,
     start: number,
     end: number,
-    options: ReadOptions = {},
+    signal: AbortSignal | undefined,
   ): Promise<Readable> {
-    const loc = checkDataLocation(location);
-    const key = this.keyOf(loc.uri);
-    checkRange(loc, start, end);
-    if (options.signal?.aborted) throw abortError(options.signal);
-    const c = await this.connect();
-    let out: import('@aws-sdk/client-s3').GetObjectCommandOutput;
-    try {
-      out = await c.client.send(
-        new c.sdk.GetObjectCommand({
-          Bucket: this.descriptor.bucket,
-          Key: key,
-          Range: `bytes=${start}-${end - 1}`,
-        }),
-        { abortSignal: options.signal },
-      );
-    } catch (error) {
-      if (options.signal?.aborted) throw abortError(options.signal);
-      throw this.mapError(c, error, 'GetObject', key);
-    }
+    const out = await this.get(key, `bytes=${start}-${end - 1}`, signal);
     const body = bodyOf(out, loc.uri);
     const wantRange = `bytes ${start}-${end - 1}/${loc.sizeBytes}`;
     if (out.ContentRange !== wantRange || out.ContentLength !== end - start) {
@@ -859,7 +822,25 @@ export class S3Stage implements ManagedStage {
         { uri: loc.uri },
       );
     }
-    return capRange(body, { uri: loc.uri, expected: end - start, signal: options.signal });
+    return body;
+  }
+
+  /** One GetObject of `key` (a `Range` header when given); errors mapped, aborts as AbortError. */
+  private async get(
+    key: string,
+    range: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<import('@aws-sdk/client-s3').GetObjectCommandOutput> {
+    const c = await this.connect();
+    try {
+      return await c.client.send(
+        new c.sdk.GetObjectCommand({ Bucket: this.descriptor.bucket, Key: key, Range: range }),
+        { abortSignal: signal },
+      );
+    } catch (error) {
+      if (signal?.aborted) throw abortError(signal);
+      throw this.mapError(c, error, 'GetObject', key);
+    }
   }
 
   async presign(location: DataLocation, options: PresignOptions = {}): Promise<PresignedUrl> {
