@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { StoreError } from '../src/errors.js';
 import { checkpointPath, parseCheckpoint } from '../src/lake/checkpoint.js';
 import {
@@ -28,12 +28,12 @@ import {
   makeBucket,
   openUploads,
   refusingClient,
-  SKIP_S3,
   s3Descriptor,
   sha256sum,
   testClient,
   writeRandomFile,
 } from './fixtures/lake-helpers.js';
+import { describeS3 } from './setup/s3.js';
 
 const PREFIX = 'resumable';
 const CHILD = new URL('./fixtures/lake-upload-child.mjs', import.meta.url).pathname;
@@ -67,7 +67,7 @@ function failingClient(command: string, n: number, when: 'before' | 'after'): S3
   return client;
 }
 
-describe.skipIf(SKIP_S3)('resumable S3 uploads (skipped when PROVCAT_SKIP_S3=1)', () => {
+describeS3('resumable S3 uploads', () => {
   let admin: S3Client;
   let bucket: string;
   let dir: string;

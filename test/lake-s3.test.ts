@@ -40,7 +40,6 @@ import {
   type ProxyMode,
   readObject,
   refusingClient,
-  SKIP_S3,
   s3Descriptor,
   s3Endpoint,
   sha256sum,
@@ -48,6 +47,7 @@ import {
   testClient,
   writeRandomFile,
 } from './fixtures/lake-helpers.js';
+import { describeS3 } from './setup/s3.js';
 
 const PREFIX = 'managed/v1';
 
@@ -65,7 +65,7 @@ function keyOf(loc: DataLocation, bucket: string): string {
   return loc.uri.slice(`s3://${bucket}/`.length);
 }
 
-describe.skipIf(SKIP_S3)('S3 stage on the test server (skipped when PROVCAT_SKIP_S3=1)', () => {
+describeS3('S3 stage on the test server', () => {
   let admin: S3Client;
   let bucket: string;
   let dir: string;
