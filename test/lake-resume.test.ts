@@ -67,6 +67,31 @@ function failingClient(command: string, n: number, when: 'before' | 'after'): S3
   return client;
 }
 
+/**
+ * A client on which every attempt to send part `part` times out before reaching the server (a
+ * part that fails once is sent again, so one failure would not fail the upload). `attempts`
+ * counts them.
+ */
+function failingPart(part: number): { client: S3Client; attempts: () => number } {
+  const client = testClient();
+  let attempts = 0;
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const input = args.input as { PartNumber?: number };
+      if (context.commandName !== 'UploadPartCommand' || input.PartNumber !== part) {
+        return next(args);
+      }
+      attempts++;
+      throw Object.assign(new Error(`injected: UploadPart ${part} timed out`), {
+        name: 'TimeoutError',
+        $metadata: {},
+      });
+    },
+    { step: 'initialize', name: 'injectPartFailure' },
+  );
+  return { client, attempts: () => attempts };
+}
+
 describeS3('resumable S3 uploads', () => {
   let admin: S3Client;
   let bucket: string;
@@ -147,10 +172,14 @@ describeS3('resumable S3 uploads', () => {
     const file = path.join(dir, 'failed.bin');
     const cpDir = path.join(dir, 'cp-failed');
     const expected = await writeRandomFile(file, 6 * 5 * MiB);
-    const first = stage(failingClient('UploadPart', 3, 'before'));
+    const failing = failingPart(3);
+    const first = stage(failing.client);
     await expect(
       first.stage.upload(file, { checkpointDir: cpDir, partsInFlight: 1 }),
     ).rejects.toThrow(StoreError);
+    // Part 3 was tried as often as the client allows (3 attempts), then the upload failed.
+    expect(failing.attempts()).toBe(3);
+    expect(first.calls.parts).toEqual([1, 2]);
     expect(first.calls.count('AbortMultipartUpload')).toBe(0);
     const [cpFile] = await checkpoints(cpDir);
     const checkpoint = parseCheckpoint(await readFile(cpFile as string, 'utf8'), cpFile as string);
@@ -242,7 +271,7 @@ describeS3('resumable S3 uploads', () => {
     const file = path.join(dir, 'changed.bin');
     const cpDir = path.join(dir, 'cp-changed');
     await writeRandomFile(file, 3 * 5 * MiB);
-    const first = stage(failingClient('UploadPart', 2, 'before'));
+    const first = stage(failingPart(2).client);
     await expect(
       first.stage.upload(file, { checkpointDir: cpDir, partsInFlight: 1 }),
     ).rejects.toThrow(StoreError);
