@@ -21,11 +21,11 @@ import {
 import {
   dropBucket,
   makeBucket,
-  SKIP_S3,
   sha256sum,
   testClient,
   writeRandomFile,
 } from './fixtures/lake-helpers.js';
+import { describeS3 } from './setup/s3.js';
 
 function command(name: string): Command {
   const found = lakeCommands.find((c) => c.name === name);
@@ -151,7 +151,7 @@ describe('provcat upload / cat / verify on a local stage', () => {
   });
 });
 
-describe.skipIf(SKIP_S3)('provcat upload / verify on S3 (skipped when PROVCAT_SKIP_S3=1)', () => {
+describeS3('provcat upload / verify on S3', () => {
   it('round-trips a file through an s3:// stage string', async () => {
     const admin = testClient();
     const bucket = await makeBucket(admin, 'cli');

@@ -1,11 +1,11 @@
 /**
  * Managed objects without storage: DataLocation and descriptor parsing, containment, range and
- * option checks, checkpoint parsing, presigned-URL redaction, stage strings, the part pipeline.
+ * option checks, checkpoint parsing, presigned-URL redaction, stage strings. (The part pipeline
+ * is the S3 multipart engine's: test/s3-multipart.test.ts.)
  */
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { ObjectIntegrityError } from '../src/errors.js';
-import { BufferPool, BufferSlots } from '../src/lake/buffer-pool.js';
 import { checkpointPath, parseCheckpoint } from '../src/lake/checkpoint.js';
 import {
   CheckpointError,
@@ -13,15 +13,12 @@ import {
   descriptorFromString,
   InvalidDataLocation,
   InvalidRange,
-  PartLimitExceeded,
   PresignedUrl,
   parseDataLocation,
   parseStageDescriptor,
   StageConfigError,
   stageFromDescriptor,
 } from '../src/lake/index.js';
-import { runParts } from '../src/lake/parts.js';
-import type { ChunkSource } from '../src/lake/source.js';
 
 const SHA = 'a'.repeat(64);
 const ok = { uri: 's3://bkt/p/x', contentType: 'video/mp4', sizeBytes: 10, sha256: SHA };
@@ -320,104 +317,5 @@ describe('checkpoints', () => {
     expect(checkpointPath('/d', 's1', '/a')).not.toBe(checkpointPath('/d', 's2', '/a'));
     expect(checkpointPath('/d', 's1', '/a')).not.toBe(checkpointPath('/d', 's1', '/b'));
     expect(checkpointPath('/d', 's1', '/a')).toMatch(/^\/d\/[0-9a-f]{64}\.json$/);
-  });
-});
-
-describe('the part pipeline', () => {
-  function source(size: number): ChunkSource {
-    let left = size;
-    return {
-      async fill(buffer, length) {
-        const n = Math.min(length, left);
-        buffer.fill(7, 0, n);
-        left -= n;
-        return n;
-      },
-      async close() {},
-    };
-  }
-
-  it('completes parts in order whatever order the responses come in, within the window', async () => {
-    const pool = new BufferPool();
-    let inFlight = 0;
-    let most = 0;
-    const result = await runParts({
-      source: source(10 * 16 + 3),
-      slots: new BufferSlots(pool, 16, 3),
-      partSize: 16,
-      maxParts: 100,
-      controller: new AbortController(),
-      partDigests: false,
-      uri: 'test',
-      async sendPart(number) {
-        inFlight++;
-        most = Math.max(most, inFlight);
-        // Later parts answer sooner.
-        await new Promise((r) => setTimeout(r, (12 - number) * 3));
-        inFlight--;
-        return `etag-${number}`;
-      },
-    });
-    expect(result.parts.map((p) => p.number)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-    expect(result.parts.map((p) => p.etag)).toEqual(result.parts.map((p) => `etag-${p.number}`));
-    expect(result.size).toBe(163);
-    expect(most).toBe(3);
-    expect(pool.allocated).toBe(3);
-    expect(pool.outstanding).toBe(0);
-  });
-
-  it('reads once more after a full last-allowed part: EOF completes, data is PartLimitExceeded before sending', async () => {
-    const sent: number[] = [];
-    const run = (size: number) =>
-      runParts({
-        source: source(size),
-        slots: new BufferSlots(new BufferPool(), 16, 2),
-        partSize: 16,
-        maxParts: 3,
-        controller: new AbortController(),
-        partDigests: false,
-        uri: 'test',
-        async sendPart(number) {
-          sent.push(number);
-          return `e${number}`;
-        },
-      });
-    expect((await run(48)).parts).toHaveLength(3);
-    sent.length = 0;
-    await expect(run(49)).rejects.toThrow(PartLimitExceeded);
-    expect(sent).not.toContain(4);
-  });
-
-  it('stops reading and waits for parts in flight after a part fails', async () => {
-    let started = 0;
-    let settled = 0;
-    const promise = runParts({
-      source: source(16 * 50),
-      slots: new BufferSlots(new BufferPool(), 16, 4),
-      partSize: 16,
-      maxParts: 100,
-      controller: new AbortController(),
-      partDigests: false,
-      uri: 'test',
-      async sendPart(number, _bytes, signal) {
-        started++;
-        try {
-          if (number === 3) throw new Error('refused');
-          await new Promise((resolve, reject) => {
-            const t = setTimeout(resolve, 50);
-            signal.addEventListener('abort', () => {
-              clearTimeout(t);
-              reject(signal.reason);
-            });
-          });
-          return 'e';
-        } finally {
-          settled++;
-        }
-      },
-    });
-    await expect(promise).rejects.toThrow('refused');
-    expect(settled).toBe(started);
-    expect(started).toBeLessThan(10);
   });
 });

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { StoreError } from '../src/errors.js';
 import { checkpointPath, parseCheckpoint } from '../src/lake/checkpoint.js';
 import {
@@ -28,12 +28,12 @@ import {
   makeBucket,
   openUploads,
   refusingClient,
-  SKIP_S3,
   s3Descriptor,
   sha256sum,
   testClient,
   writeRandomFile,
 } from './fixtures/lake-helpers.js';
+import { describeS3 } from './setup/s3.js';
 
 const PREFIX = 'resumable';
 const CHILD = new URL('./fixtures/lake-upload-child.mjs', import.meta.url).pathname;
@@ -67,7 +67,32 @@ function failingClient(command: string, n: number, when: 'before' | 'after'): S3
   return client;
 }
 
-describe.skipIf(SKIP_S3)('resumable S3 uploads (skipped when PROVCAT_SKIP_S3=1)', () => {
+/**
+ * A client on which every attempt to send part `part` times out before reaching the server (a
+ * part that fails once is sent again, so one failure would not fail the upload). `attempts`
+ * counts them.
+ */
+function failingPart(part: number): { client: S3Client; attempts: () => number } {
+  const client = testClient();
+  let attempts = 0;
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const input = args.input as { PartNumber?: number };
+      if (context.commandName !== 'UploadPartCommand' || input.PartNumber !== part) {
+        return next(args);
+      }
+      attempts++;
+      throw Object.assign(new Error(`injected: UploadPart ${part} timed out`), {
+        name: 'TimeoutError',
+        $metadata: {},
+      });
+    },
+    { step: 'initialize', name: 'injectPartFailure' },
+  );
+  return { client, attempts: () => attempts };
+}
+
+describeS3('resumable S3 uploads', () => {
   let admin: S3Client;
   let bucket: string;
   let dir: string;
@@ -147,10 +172,14 @@ describe.skipIf(SKIP_S3)('resumable S3 uploads (skipped when PROVCAT_SKIP_S3=1)'
     const file = path.join(dir, 'failed.bin');
     const cpDir = path.join(dir, 'cp-failed');
     const expected = await writeRandomFile(file, 6 * 5 * MiB);
-    const first = stage(failingClient('UploadPart', 3, 'before'));
+    const failing = failingPart(3);
+    const first = stage(failing.client);
     await expect(
       first.stage.upload(file, { checkpointDir: cpDir, partsInFlight: 1 }),
     ).rejects.toThrow(StoreError);
+    // Part 3 was tried as often as the client allows (3 attempts), then the upload failed.
+    expect(failing.attempts()).toBe(3);
+    expect(first.calls.parts).toEqual([1, 2]);
     expect(first.calls.count('AbortMultipartUpload')).toBe(0);
     const [cpFile] = await checkpoints(cpDir);
     const checkpoint = parseCheckpoint(await readFile(cpFile as string, 'utf8'), cpFile as string);
@@ -242,7 +271,7 @@ describe.skipIf(SKIP_S3)('resumable S3 uploads (skipped when PROVCAT_SKIP_S3=1)'
     const file = path.join(dir, 'changed.bin');
     const cpDir = path.join(dir, 'cp-changed');
     await writeRandomFile(file, 3 * 5 * MiB);
-    const first = stage(failingClient('UploadPart', 2, 'before'));
+    const first = stage(failingPart(2).client);
     await expect(
       first.stage.upload(file, { checkpointDir: cpDir, partsInFlight: 1 }),
     ).rejects.toThrow(StoreError);

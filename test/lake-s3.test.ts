@@ -40,7 +40,6 @@ import {
   type ProxyMode,
   readObject,
   refusingClient,
-  SKIP_S3,
   s3Descriptor,
   s3Endpoint,
   sha256sum,
@@ -48,6 +47,7 @@ import {
   testClient,
   writeRandomFile,
 } from './fixtures/lake-helpers.js';
+import { describeS3 } from './setup/s3.js';
 
 const PREFIX = 'managed/v1';
 
@@ -65,7 +65,7 @@ function keyOf(loc: DataLocation, bucket: string): string {
   return loc.uri.slice(`s3://${bucket}/`.length);
 }
 
-describe.skipIf(SKIP_S3)('S3 stage on the test server (skipped when PROVCAT_SKIP_S3=1)', () => {
+describeS3('S3 stage on the test server', () => {
   let admin: S3Client;
   let bucket: string;
   let dir: string;
@@ -110,11 +110,13 @@ describe.skipIf(SKIP_S3)('S3 stage on the test server (skipped when PROVCAT_SKIP
       ['1 B: one part', 1, { Put: 0, Create: 1, Part: 1 }],
       ['exactly one 5 MiB part', 5 * MiB, { Put: 0, Create: 1, Part: 1 }],
       ['one part + 1 byte', 5 * MiB + 1, { Put: 0, Create: 1, Part: 2 }],
-    ])('%s, from a path and from a stream', async (_label, size, pattern) => {
+      ['several parts', 3 * 5 * MiB + 7, { Put: 0, Create: 1, Part: 4 }],
+    ])('%s, from a path and from a stream, byte for byte', async (_label, size, pattern) => {
       const file = path.join(dir, `src-${size}`);
       await writeRandomFile(file, size);
       const expected = await sha256sum(file);
-      for (const source of [file, chunked(await readFile(file), 100_000)]) {
+      const bytes = await readFile(file);
+      for (const source of [file, chunked(bytes, 100_000)]) {
         const { stage: s, calls } = stage({ partSize: 5 * MiB });
         const loc = await s.upload(source, { contentType: 'video/mp4' });
         expect(loc).toMatchObject({ sizeBytes: size, sha256: expected, contentType: 'video/mp4' });
@@ -127,6 +129,7 @@ describe.skipIf(SKIP_S3)('S3 stage on the test server (skipped when PROVCAT_SKIP
         expect(calls.count('CompleteMultipartUpload')).toBe(pattern.Create);
         const stored = await readObject(admin, bucket, keyOf(loc, bucket));
         expect(stored.length).toBe(size);
+        expect(stored.equals(bytes)).toBe(true);
         expect(await drain(await s.open(loc))).toEqual({ size, sha256: expected });
         const head = await admin.send(
           new HeadObjectCommand({ Bucket: bucket, Key: keyOf(loc, bucket) }),

@@ -19,5 +19,5 @@ export {
 } from './config.js';
 export { mapS3Error, type S3ErrorContext, s3UriText } from './errors.js';
 export { copySource, decodeListedKey } from './keys.js';
-export { SourceError } from './parts.js';
+export { PartLimitExceeded, SourceChanged, SourceError } from './parts.js';
 export { type MakeBucketOptions, PROBE_PREFIX, S3Store } from './s3-store.js';

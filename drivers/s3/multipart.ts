@@ -1,30 +1,56 @@
 /**
- * Multipart uploads and multipart copies.
+ * The one multipart engine: uploads (for `S3Store._put` and the managed-objects stage) and
+ * multipart copies.
  *
- * Upload: the source is read in order, part after part, into pooled buffers (parts.ts); up to
- * `partsInFlight` UploadPart requests run at once, so memory stays at most
- * `partSize * partsInFlight` whatever the object size. Parts are completed in part-number order,
- * whatever order their responses arrive in. Progress is the number of bytes in parts the store
- * has acknowledged.
+ * **Upload.** Parts come from a {@link PartSource} (parts.ts): byte ranges streamed from a file,
+ * or pooled buffers filled from a stream, handed out in part-number order. At most
+ * `partsInFlight` parts are being sent at once; a part is released (its buffer given back) when
+ * its response arrives, so a stream's memory is at most `partsInFlight` × `partSize`, and a
+ * file's a few read chunks per part. Each ETag is kept under its part number and the parts are
+ * completed in number order, whatever order their responses arrive in. Progress is the number of
+ * bytes in parts the store has acknowledged.
  *
- * Failure and cancellation: on the first failure (a part refused, the source failing, the
- * caller's AbortSignal) no new part starts, the parts in flight are cancelled, and once they have
- * settled the upload is aborted (AbortMultipartUpload, bounded to 30 s), so no incomplete upload
- * is left behind to be billed. Only a crash of the process itself can leave one; buckets should
- * have an `AbortIncompleteMultipartUpload` lifecycle rule for that (docs/drivers/s3.md).
+ * Retries: a buffered part is retried by the SDK itself. The SDK never retries a streamed body
+ * (it cannot rewind a stream), so a file part that fails with a retryable error (a network
+ * error, a timeout, 5xx, throttling) is sent again from here with a fresh stream of its range,
+ * up to the client's `maxAttempts`, with the SDK's backoff (full jitter from 100 ms, doubling).
  *
- * Copy: objects above the copy threshold (5 GiB, S3's CopyObject limit) are copied with
+ * Hooks the managed-objects stage uses: the source's digests (whole object, each part), an
+ * existing upload id and the parts already acknowledged by an earlier attempt (`trusted`: a part
+ * whose digest still matches is not sent again), `onPart` after each acknowledged part (a
+ * checkpoint write; the part's bytes count as progress only after it), and `abortOnFailure: false`
+ * to keep the upload for a later retry.
+ *
+ * Limits: part numbers 1..`maxParts` (10,000 on S3). A source of known size that needs more is
+ * refused before anything is sent; a stream is read once more after a full last-allowed part:
+ * end of input completes normally, more data is {@link PartLimitExceeded} before that part is sent.
+ *
+ * **Failure and cancellation.** On the first failure (a part refused, the source failing or
+ * changing, the caller's AbortSignal) no new part starts, the parts in flight are cancelled, and
+ * once every one has settled the upload is aborted (AbortMultipartUpload, bounded to 30 s and
+ * independent of the caller's signal), so no incomplete upload is left behind to be billed. Only a
+ * crash of the process itself can leave one; buckets should have an
+ * `AbortIncompleteMultipartUpload` lifecycle rule for that (docs/drivers/s3.md). The upload is
+ * created with a 30 s bound of its own rather than the caller's signal: an upload created on the
+ * server while the client gave up waiting would be left open with no id to abort it by.
+ *
+ * Errors: S3 failures are mapped by the driver's one mapping (errors.ts: NotFound, StoreError
+ * with status and the SDK error as cause); the source's failures are SourceError/SourceChanged;
+ * a cancelled upload rejects with the signal's reason (`isAbort`).
+ *
+ * **Copy.** Objects above the copy threshold (5 GiB, S3's CopyObject limit) are copied with
  * UploadPartCopy byte ranges, each conditional on the source's ETag so a source replaced
  * mid-copy fails the copy instead of mixing two objects.
  *
  * @module
  */
+import { Readable } from 'node:stream';
 import type { CompletedPart, S3Client } from '@aws-sdk/client-s3';
-import { isAbort, StoreError } from '../../src/errors.js';
+import { isAbort, type ProvcatError, StoreError } from '../../src/errors.js';
 import { MAX_PARTS, partSizeFor } from './config.js';
-import { mapS3Error, statusOf } from './errors.js';
+import { errorName, mapS3Error, s3UriText, statusOf } from './errors.js';
 import { copySource } from './keys.js';
-import type { PartBufferPool, PartReader } from './parts.js';
+import { abortable, type Part, PartLimitExceeded, type PartSource, SourceError } from './parts.js';
 import type { S3Sdk } from './sdk.js';
 
 /** What a multipart operation needs: the client, the SDK module, where, and a debug log. */
@@ -44,174 +70,394 @@ export interface MultipartResult {
   size: number;
 }
 
-/** How long aborting an upload may take before giving up (it is cleanup, not the caller's work). */
-const ABORT_TIMEOUT_MS = 30_000;
+/** How long creating or aborting an upload may take (bounded cleanup, not the caller's work). */
+export const ABORT_TIMEOUT_MS = 30_000;
+
+/** A part acknowledged by an earlier attempt of a resumed upload. */
+export interface TrustedPart {
+  etag: string;
+  /** SHA-256 (hex) of the part's bytes when they were sent. */
+  sha256: string;
+}
+
+/** A part the store holds now, reported to {@link UploadMultipartOptions.onPart}. */
+export interface AcknowledgedPart {
+  number: number;
+  etag: string;
+  /** The part's SHA-256 (hex), when the source computes part digests. */
+  sha256: string | undefined;
+  /** False for a trusted part that was verified and kept without sending it. */
+  sent: boolean;
+}
 
 /** Options of {@link uploadMultipart}. */
 export interface UploadMultipartOptions {
-  pool: PartBufferPool;
+  /** Bytes per part (for messages; the source cuts the parts). */
   partSize: number;
+  /** Parts sent at once, at least 1. */
+  partsInFlight: number;
+  /** Highest part number (default 10,000). */
+  maxParts?: number | undefined;
+  /** Content-Type of a new upload. */
   contentType?: string | undefined;
-  /** The size the caller declared: the source must be exactly this long. */
-  expectedSize?: number | undefined;
-  /** The first part, already read (by the caller deciding between a single put and multipart). */
-  first?: { buffer: Buffer; data: Uint8Array } | undefined;
-  signal?: AbortSignal | undefined;
+  /** Continue this existing upload instead of creating one. */
+  uploadId?: string | undefined;
+  /** Parts acknowledged by an earlier attempt: kept, unsent, when their digest still matches. */
+  trusted?: ReadonlyMap<number, TrustedPart> | undefined;
+  /** After each acknowledged (or kept) part, before its bytes count as progress. */
+  onPart?: ((part: AcknowledgedPart) => Promise<void>) | undefined;
+  /** Cumulative bytes in acknowledged parts. */
   onProgress?: ((bytes: number) => void) | undefined;
+  /** Abort the multipart upload when the upload fails (default true). */
+  abortOnFailure?: boolean | undefined;
+  signal?: AbortSignal | undefined;
 }
 
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
+/** What {@link uploadMultipart} produced. */
+export interface UploadMultipartResult {
+  uploadId: string;
+  /** ETag of the completed object as the completion returned it (Ceph: empty). */
+  etag: string | undefined;
+  versionId: string | undefined;
+  size: number;
+  /** SHA-256 (hex) of the whole object, when the source computes digests. */
+  sha256: string | undefined;
+  /** `{ number, etag }` of parts 1..n, in order. */
+  parts: Array<{ number: number; etag: string }>;
+  /** Parts actually sent (trusted parts kept are not). */
+  sent: number;
+}
+
+function mapped(error: unknown, target: MultipartTarget, op: string): unknown {
+  return isAbort(error) ? error : mapS3Error(error, { bucket: target.bucket, key: target.key, op });
+}
+
+/** An AbortController that follows `parent` until disposed. */
+function linked(parent: AbortSignal | undefined): AbortController & { dispose(): void } {
+  const controller = new AbortController() as AbortController & { dispose(): void };
+  const onAbort = () => controller.abort(parent?.reason);
+  if (parent?.aborted) onAbort();
+  else parent?.addEventListener('abort', onAbort, { once: true });
+  controller.dispose = () => parent?.removeEventListener('abort', onAbort);
+  return controller;
 }
 
 /**
- * Upload `reader`'s bytes as one object with a multipart upload. Aborts the upload on any
- * failure; see the module comment. Errors are raw (SDK errors, SourceError, StoreError) for the
- * caller to map; an abort surfaces as the signal's abort error.
+ * Create a multipart upload (bounded to {@link ABORT_TIMEOUT_MS}, not cancelled by any caller
+ * signal; see the module comment). Errors are mapped.
+ */
+export async function createMultipartUpload(
+  target: MultipartTarget,
+  contentType: string | undefined,
+): Promise<string> {
+  const { client, sdk, bucket, key } = target;
+  let uploadId: string | undefined;
+  try {
+    const created = await client.send(
+      new sdk.CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ContentType: contentType }),
+      { abortSignal: AbortSignal.timeout(ABORT_TIMEOUT_MS) },
+    );
+    uploadId = created.UploadId;
+  } catch (error) {
+    throw mapS3Error(error, { bucket, key, op: 'CreateMultipartUpload' });
+  }
+  if (!uploadId) {
+    throw new StoreError('CreateMultipartUpload returned no UploadId', {
+      uri: s3UriText(bucket, key),
+    });
+  }
+  return uploadId;
+}
+
+/**
+ * Upload `source`'s parts as one object with a multipart upload; see the module comment. The
+ * source must not be empty (send an empty object with one PutObject) and is not closed here.
  */
 export async function uploadMultipart(
   target: MultipartTarget,
-  reader: PartReader,
+  source: PartSource,
   options: UploadMultipartOptions,
-): Promise<MultipartResult> {
+): Promise<UploadMultipartResult> {
   const { client, sdk, bucket, key } = target;
-  const { pool, partSize } = options;
-  const inner = new AbortController();
-  const onAbort = () => inner.abort(options.signal?.reason);
-  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const maxParts = options.maxParts ?? MAX_PARTS;
+  const window = Math.max(1, options.partsInFlight);
+  const inner = linked(options.signal);
+  const signal = inner.signal;
   // The first failure; set from part callbacks, so read it through `failed()` (TypeScript would
   // otherwise narrow a local it cannot see assigned).
   let failure: { error: unknown } | undefined;
   const failed = () => failure;
   const fail = (error: unknown) => {
     failure ??= { error };
-    inner.abort(error);
+    if (!signal.aborted) inner.abort(error);
   };
   const inflight = new Set<Promise<void>>();
-  const parts: CompletedPart[] = [];
-  let uploadId: string | undefined;
-  let total = 0;
+  const etags = new Map<number, string>();
+  const slots = new Slots(window);
+  let uploadId = options.uploadId;
+  let count = 0;
+  let sent = 0;
   let acknowledged = 0;
-  let first = options.first;
+  const acknowledge = async (
+    part: Part,
+    etag: string,
+    sha256: string | undefined,
+    wasSent: boolean,
+  ) => {
+    etags.set(part.number, etag);
+    await options.onPart?.({ number: part.number, etag, sha256, sent: wasSent });
+    acknowledged += part.size;
+    options.onProgress?.(acknowledged);
+  };
   try {
-    options.signal?.throwIfAborted();
-    const created = await client.send(
-      new sdk.CreateMultipartUploadCommand({
-        Bucket: bucket,
-        Key: key,
-        ContentType: options.contentType,
-      }),
-      { abortSignal: inner.signal },
-    );
-    uploadId = created.UploadId;
-    if (!uploadId) throw new StoreError('CreateMultipartUpload returned no UploadId');
-    target.debug(`multipart ${bucket}/${key}: upload ${uploadId}, parts of ${partSize} bytes`);
-    for (let partNumber = 1; ; partNumber++) {
-      const early = failed();
-      if (early) throw early.error;
-      let buffer: Buffer;
-      let data: Uint8Array;
-      if (first) {
-        ({ buffer, data } = first);
-        first = undefined;
-      } else {
-        buffer = await pool.acquire(inner.signal);
+    if (source.size !== undefined && Math.ceil(source.size / options.partSize) > maxParts) {
+      throw new PartLimitExceeded(
+        `${bucket}/${key}: ${source.size} bytes need more than ${maxParts} parts of ${options.partSize} bytes`,
+      );
+    }
+    signal.throwIfAborted();
+    if (uploadId === undefined) {
+      uploadId = await createMultipartUpload(target, options.contentType);
+      target.debug(
+        `multipart ${bucket}/${key}: upload ${uploadId}, parts of ${options.partSize} bytes`,
+      );
+      signal.throwIfAborted();
+    }
+    const id = uploadId;
+    const attempts = await maxAttempts(client);
+    for (;;) {
+      await slots.acquire(signal);
+      let part: Part | undefined;
+      try {
+        if (failed()) break;
+        part = await source.next(signal);
+      } finally {
+        if (!part) slots.release();
+      }
+      if (!part) break;
+      const current = part;
+      if (current.number > maxParts) {
+        current.release();
+        slots.release();
+        throw new PartLimitExceeded(
+          `${bucket}/${key}: the source needs more than ${maxParts} parts of ${options.partSize} bytes (at most ${maxParts * options.partSize} bytes)`,
+        );
+      }
+      count = current.number;
+      const trusted = options.trusted?.get(current.number);
+      const task = (async () => {
         try {
-          data = await abortable(reader.read(buffer), inner.signal);
+          if (trusted !== undefined) {
+            const sha256 = await current.digest(signal);
+            if (trusted.sha256 === sha256) {
+              await acknowledge(current, trusted.etag, sha256, false);
+              return;
+            }
+            target.debug(
+              `multipart ${bucket}/${key}: part ${current.number} differs from the checkpoint; sending it again`,
+            );
+          }
+          sent++;
+          const etag = await sendPart(target, id, current, signal, attempts);
+          await acknowledge(current, etag, await current.digest(signal), true);
         } catch (error) {
-          // The read may still be writing into the buffer: never hand it out again.
-          pool.discard();
-          throw error;
+          fail(error);
+        } finally {
+          current.release();
+          slots.release();
         }
-      }
-      if (data.length === 0) {
-        pool.release(buffer);
-        break;
-      }
-      if (partNumber > MAX_PARTS) {
-        pool.release(buffer);
-        throw new StoreError(
-          `the source is larger than ${MAX_PARTS} parts of ${partSize} bytes (give its size to raise the part size)`,
-        );
-      }
-      total += data.length;
-      if (options.expectedSize !== undefined && total > options.expectedSize) {
-        pool.release(buffer);
-        throw new StoreError(
-          `the source is longer than its declared size of ${options.expectedSize} bytes`,
-        );
-      }
-      const number = partNumber;
-      const body = data;
-      const part: Promise<void> = client
-        .send(
-          new sdk.UploadPartCommand({
-            Bucket: bucket,
-            Key: key,
-            UploadId: uploadId,
-            PartNumber: number,
-            Body: body,
-            ContentLength: body.length,
-          }),
-          { abortSignal: inner.signal },
-        )
-        .then((response) => {
-          if (!response.ETag) throw new StoreError(`UploadPart ${number} returned no ETag`);
-          parts[number - 1] = { PartNumber: number, ETag: response.ETag };
-          acknowledged += body.length;
-          options.onProgress?.(acknowledged);
-        })
-        .catch(fail)
-        .finally(() => {
-          pool.release(buffer);
-          inflight.delete(part);
-        });
-      inflight.add(part);
-      if (data.length < partSize) break;
+      })();
+      inflight.add(task);
+      void task.finally(() => inflight.delete(task));
     }
     await Promise.all(inflight);
     const late = failed();
     if (late) throw late.error;
-    if (options.expectedSize !== undefined && total !== options.expectedSize) {
-      throw new StoreError(
-        `the source ended after ${total} of its declared ${options.expectedSize} bytes`,
-      );
+    if (count === 0)
+      throw new Error(`internal: multipart upload of ${bucket}/${key} without parts`);
+    const summary = await source.finish(signal);
+    const parts: Array<{ number: number; etag: string }> = [];
+    for (let number = 1; number <= count; number++) {
+      const etag = etags.get(number);
+      if (etag === undefined)
+        throw new Error(`internal: part ${number} of ${bucket}/${key} has no ETag`);
+      parts.push({ number, etag });
     }
-    const completed = await client.send(
-      new sdk.CompleteMultipartUploadCommand({
-        Bucket: bucket,
-        Key: key,
-        UploadId: uploadId,
-        MultipartUpload: { Parts: parts },
-      }),
-      { abortSignal: inner.signal },
+    let completed: { ETag?: string | undefined; VersionId?: string | undefined };
+    try {
+      completed = await client.send(
+        new sdk.CompleteMultipartUploadCommand({
+          Bucket: bucket,
+          Key: key,
+          UploadId: id,
+          MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.number, ETag: p.etag })) },
+        }),
+        { abortSignal: signal },
+      );
+    } catch (error) {
+      throw mapped(error, target, 'CompleteMultipartUpload');
+    }
+    target.debug(
+      `multipart ${bucket}/${key}: completed ${count} parts (${sent} sent), ${summary.size} bytes`,
     );
-    const etag = await completedEtag(target, completed.ETag, completed.VersionId, inner.signal);
-    target.debug(`multipart ${bucket}/${key}: completed ${parts.length} parts, ${total} bytes`);
-    return { etag, versionId: completed.VersionId, size: total };
+    return {
+      uploadId: id,
+      etag: completed.ETag,
+      versionId: completed.VersionId,
+      size: summary.size,
+      sha256: summary.sha256,
+      parts,
+      sent,
+    };
   } catch (error) {
     fail(error);
-    if (first) pool.release(first.buffer);
     await Promise.allSettled(inflight);
     const original = failed()?.error ?? error;
-    if (uploadId !== undefined) await abortUpload(target, uploadId, original);
+    if (uploadId !== undefined && options.abortOnFailure !== false) {
+      throw await abortMultipartUpload(target, uploadId, original);
+    }
     throw original;
   } finally {
-    options.signal?.removeEventListener('abort', onAbort);
+    inner.dispose();
+  }
+}
+
+/** At most `limit` holders at once; `acquire` waits for a free slot (rejects when `signal` aborts). */
+class Slots {
+  private used = 0;
+  private waiters: Array<() => void> = [];
+  constructor(private readonly limit: number) {}
+
+  async acquire(signal: AbortSignal): Promise<void> {
+    while (this.used >= this.limit) {
+      await abortable(
+        new Promise<void>((resolve) => {
+          this.waiters.push(resolve);
+        }),
+        signal,
+      );
+    }
+    signal.throwIfAborted();
+    this.used++;
+  }
+
+  release(): void {
+    this.used--;
+    this.waiters.shift()?.();
+  }
+}
+
+async function maxAttempts(client: S3Client): Promise<number> {
+  try {
+    const n = await client.config.maxAttempts();
+    return Number.isSafeInteger(n) && n >= 1 ? n : 3;
+  } catch {
+    return 3; // the client's own default; a provider that fails here fails every call anyway
+  }
+}
+
+/** Errors without an HTTP status that mean "no answer, try again" (the SDK's own lists). */
+const TRANSIENT = new Set([
+  'TimeoutError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+]);
+
+/**
+ * Would sending a part again help? A network failure or timeout (no answer), 5xx, 429 or 408:
+ * yes. A refusal (4xx), a source failure or a cancellation: no.
+ */
+function retryable(error: unknown): boolean {
+  if (error instanceof SourceError || isAbort(error)) return false;
+  if ((error as { $retryable?: unknown } | null)?.$retryable) return true;
+  const status = statusOf(error);
+  if (status !== undefined) return status >= 500 || status === 429 || status === 408;
+  const code = (error as { code?: unknown } | null)?.code;
+  return (
+    TRANSIENT.has(errorName(error)) ||
+    (typeof code === 'string' && TRANSIENT.has(code)) ||
+    (error instanceof Error && error.message === 'socket hang up')
+  );
+}
+
+/** Wait `ms`, or reject when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return abortable(
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+    signal,
+  ).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Send one part; resolve with its ETag once the store acknowledged it and the source confirmed
+ * what was sent. A resendable part is sent again after a retryable failure (see the module
+ * comment). Errors are mapped.
+ */
+async function sendPart(
+  target: MultipartTarget,
+  uploadId: string,
+  part: Part,
+  signal: AbortSignal,
+  attempts: number,
+): Promise<string> {
+  const { client, sdk, bucket, key } = target;
+  for (let attempt = 1; ; attempt++) {
+    const body = await part.body(signal);
+    // A body that fails (the file cannot be read, or changed) must also end its request: the
+    // server would wait for the missing bytes.
+    const request = linked(signal);
+    let bodyError: { error: unknown } | undefined;
+    if (body.body instanceof Readable) {
+      body.body.once('error', (error) => {
+        bodyError ??= { error };
+        request.abort(error);
+      });
+    }
+    try {
+      let etag: string | undefined;
+      try {
+        const out = await client.send(
+          new sdk.UploadPartCommand({
+            Bucket: bucket,
+            Key: key,
+            UploadId: uploadId,
+            PartNumber: part.number,
+            Body: body.body,
+            ContentLength: part.size,
+          }),
+          { abortSignal: request.signal },
+        );
+        etag = out.ETag;
+      } catch (error) {
+        throw bodyError ? bodyError.error : error;
+      }
+      if (!etag)
+        throw new StoreError(`UploadPart ${part.number} of ${bucket}/${key} returned no ETag`);
+      await body.sent(signal);
+      return etag;
+    } catch (error) {
+      if (!part.resendable || attempt >= attempts || signal.aborted || !retryable(error)) {
+        throw mapped(error, target, 'UploadPart');
+      }
+      const delay = Math.min(20_000, Math.random() * 100 * 2 ** attempt);
+      target.debug(
+        `multipart ${bucket}/${key}: part ${part.number} failed (${errorName(error)}), sending it again in ${Math.round(delay)} ms (attempt ${attempt + 1} of ${attempts})`,
+      );
+      await sleep(delay, signal);
+    } finally {
+      body.dispose();
+      request.dispose();
+    }
   }
 }
 
@@ -219,11 +465,11 @@ export async function uploadMultipart(
  * The ETag of a completed multipart object: the completion's, or, when the store sent an empty
  * one (Ceph 16), a HEAD's of the version just written.
  */
-async function completedEtag(
+export async function completedEtag(
   target: MultipartTarget,
   etag: string | undefined,
   versionId: string | undefined,
-  signal: AbortSignal,
+  signal?: AbortSignal,
 ): Promise<string> {
   if (etag && etag !== '""') return etag;
   const head = await target.client.send(
@@ -239,15 +485,18 @@ async function completedEtag(
 }
 
 /**
- * Abort a multipart upload after `cause` failed it. If the abort itself fails, the original
- * error is still what the caller sees (an abort stays an abort), but a non-abort error is
- * replaced by a StoreError that says an incomplete upload remains, with both errors as cause.
+ * Abort a multipart upload after `cause` failed it, bounded to {@link ABORT_TIMEOUT_MS} and
+ * independent of any caller signal (which may be why it is aborted). Returns the error the
+ * caller should see: `cause` itself — unless the abort failed too and `cause` is a StoreError,
+ * which is then replaced by a StoreError that says the incomplete upload remains, with both
+ * errors as cause. Typed errors (an abort, a source failure, the part limit) keep their type;
+ * a failed abort is logged.
  */
-async function abortUpload(
+export async function abortMultipartUpload(
   target: MultipartTarget,
   uploadId: string,
   cause: unknown,
-): Promise<void> {
+): Promise<unknown> {
   try {
     await target.client.send(
       new target.sdk.AbortMultipartUploadCommand({
@@ -258,19 +507,20 @@ async function abortUpload(
       { abortSignal: AbortSignal.timeout(ABORT_TIMEOUT_MS) },
     );
     target.debug(`multipart ${target.bucket}/${target.key}: aborted upload ${uploadId}`);
+    return cause;
   } catch (abortError) {
-    if (statusOf(abortError) === 404) return; // already gone: nothing is left behind
+    if (statusOf(abortError) === 404) return cause; // already gone: nothing is left behind
     target.debug(
       `multipart ${target.bucket}/${target.key}: aborting upload ${uploadId} failed: ${String(abortError)}`,
     );
-    if (isAbort(cause)) return;
-    const mapped = mapS3Error(cause, { bucket: target.bucket, key: target.key, op: 'put' });
-    throw new StoreError(
-      `${mapped.message}; aborting multipart upload ${uploadId} failed too, so it remains until an AbortIncompleteMultipartUpload lifecycle rule removes it`,
+    if (!(cause instanceof StoreError)) return cause;
+    const original: ProvcatError = cause;
+    return new StoreError(
+      `${original.message}; aborting multipart upload ${uploadId} failed too, so it remains until an AbortIncompleteMultipartUpload lifecycle rule removes it`,
       {
-        uri: mapped.uri,
+        uri: original.uri,
         cause: new AggregateError([cause, abortError], 'upload failed, then its abort failed'),
-        status: statusOf(cause),
+        status: cause.status,
       },
     );
   }
@@ -373,8 +623,8 @@ export async function copyMultipart(
     return { etag, versionId: completed.VersionId, size: source.size };
   } catch (error) {
     inner.abort(error);
-    if (uploadId !== undefined) await abortUpload(target, uploadId, error);
-    throw error;
+    const failure = mapped(error, target, 'copy');
+    throw uploadId === undefined ? failure : await abortMultipartUpload(target, uploadId, failure);
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
   }

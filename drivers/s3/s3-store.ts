@@ -77,12 +77,18 @@ import {
   type Route,
   sdkSignerFactory,
 } from './lean.js';
-import { copyMultipart, type MultipartTarget, uploadMultipart } from './multipart.js';
 import {
+  completedEtag,
+  copyMultipart,
+  type MultipartTarget,
+  uploadMultipart,
+} from './multipart.js';
+import {
+  BufferedParts,
   BytesReader,
-  FileReader,
+  FileParts,
   PartBufferPool,
-  type PartReader,
+  type PartSource,
   SourceError,
   StreamReader,
 } from './parts.js';
@@ -285,7 +291,7 @@ export class S3Store extends ObjectStore {
     this.partsInFlight = this.config.partsInFlight;
     this.copyThreshold = this.config.copyThreshold;
     this.createFallback = this.config.createFallback;
-    this.pool = new PartBufferPool(this.partSize, this.partsInFlight);
+    this.pool = new PartBufferPool();
     const c = this.config;
     if (!this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
       const endpoint = c.endpoint;
@@ -781,6 +787,12 @@ export class S3Store extends ObjectStore {
     }
   }
 
+  /**
+   * A multipart upload (multipart.ts). A file's parts are byte ranges streamed from disk (no part
+   * is held in memory; the file must not change size or mtime meanwhile); a stream's or bytes'
+   * parts go through pooled part buffers. A stream of unknown size is read one part ahead: if it
+   * ends within that part (and under the threshold) it is one plain PutObject instead.
+   */
   private async putParts(
     client: S3Client,
     sdk: S3Sdk,
@@ -791,30 +803,33 @@ export class S3Store extends ObjectStore {
     options: PutOptions,
   ): Promise<ObjectInfo> {
     const partSize = partSizeFor(this.partSize, size);
-    const pool =
-      partSize === this.partSize ? this.pool : new PartBufferPool(partSize, this.partsInFlight);
-    const reader: PartReader =
-      typeof source === 'string'
-        ? await FileReader.open(source)
-        : source instanceof Uint8Array
-          ? new BytesReader(source)
-          : new StreamReader(source);
+    const target = this.target(client, sdk, bucket, key);
+    let parts: PartSource | undefined;
     let failed = true;
-    pool.enter();
     try {
-      let first: { buffer: Buffer; data: Uint8Array } | undefined;
-      if (size === undefined) {
-        // Unknown size: one part decides. A stream that ends inside it is one plain put.
-        const buffer = await pool.acquire(options.signal);
-        let data: Uint8Array;
-        try {
-          data = await reader.read(buffer);
-        } catch (error) {
-          pool.release(buffer);
-          throw error;
+      if (typeof source === 'string') {
+        const file = await FileParts.open(source, { partSize });
+        parts = file;
+        if (size !== undefined && file.size !== size) {
+          throw new SourceError(`${source} has ${file.size} bytes, not its declared ${size}`);
         }
-        if (data.length < partSize && data.length <= this.multipartThreshold) {
-          try {
+      } else {
+        const reader =
+          source instanceof Uint8Array ? new BytesReader(source) : new StreamReader(source);
+        const buffered = new BufferedParts(reader, {
+          partSize,
+          pool: this.pool,
+          expectedSize: size,
+        });
+        parts = buffered;
+        if (size === undefined) {
+          // Unknown size: one part decides. A stream that ends inside it is one plain put.
+          const first = await buffered.peek(options.signal);
+          if (
+            first === undefined ||
+            (first.size < partSize && first.size <= this.multipartThreshold)
+          ) {
+            const data = first?.bytes ?? new Uint8Array();
             const r = await client.send(
               new sdk.PutObjectCommand({
                 Bucket: bucket,
@@ -828,26 +843,21 @@ export class S3Store extends ObjectStore {
             options.onProgress?.(data.length);
             failed = false;
             return objectInfo(key, { ETag: r.ETag, VersionId: r.VersionId }, data.length);
-          } finally {
-            pool.release(buffer);
           }
         }
-        first = { buffer, data };
       }
-      const result = await uploadMultipart(this.target(client, sdk, bucket, key), reader, {
-        pool,
+      const result = await uploadMultipart(target, parts, {
         partSize,
+        partsInFlight: this.partsInFlight,
         contentType: options.contentType,
-        expectedSize: size,
-        first,
         signal: options.signal,
         onProgress: options.onProgress,
       });
+      const etag = await completedEtag(target, result.etag, result.versionId, options.signal);
       failed = false;
-      return objectInfo(key, { ETag: result.etag, VersionId: result.versionId }, result.size);
+      return objectInfo(key, { ETag: etag, VersionId: result.versionId }, result.size);
     } finally {
-      pool.leave();
-      await reader.close(failed);
+      await parts?.close(failed);
     }
   }
 

@@ -4,8 +4,9 @@
  * Integrity failures (a digest that is not one, an object that is short, long or different, a
  * range answered wrongly, a location outside the stage) are {@link ObjectIntegrityError} from
  * src/errors.ts. The classes here cover what is not about an object's identity: a bad stage
- * descriptor or option, a malformed DataLocation, a bad byte range, the 10,000-part ceiling, an
- * unusable upload checkpoint, a source that changed while it was read.
+ * descriptor or option, a malformed DataLocation, a bad byte range, an unusable upload
+ * checkpoint; and, re-exported from the S3 multipart engine that raises them, the 10,000-part
+ * ceiling and a source that changed while it was read.
  *
  * @module
  */
@@ -25,12 +26,6 @@ export class InvalidDataLocation extends ProvcatError {}
 export class InvalidRange extends ProvcatError {}
 
 /**
- * The source has more than the S3 maximum of 10,000 parts. Raised after a full 10,000th part,
- * when one more read returns data, and before that part is sent. The upload is aborted.
- */
-export class PartLimitExceeded extends ProvcatError {}
-
-/**
  * An upload checkpoint cannot be used: unknown version or part size, malformed JSON, a key
  * outside the stage, or the checkpoint is locked by a live process. Nothing was read or sent.
  */
@@ -43,8 +38,11 @@ export class CheckpointError extends ProvcatError {
   }
 }
 
-/** A path source changed size while it was uploaded; the upload was abandoned. */
-export class SourceChanged extends ProvcatError {}
+// The two upload errors are the multipart engine's (drivers/s3/parts.ts), shared with the S3
+// driver's `put`: `PartLimitExceeded` (more than 10,000 parts; raised before the part beyond the
+// limit is sent) and `SourceChanged` (a file that changed size, mtime or bytes while it was
+// uploaded; a SourceError).
+export { PartLimitExceeded, SourceChanged } from '../../drivers/s3/parts.js';
 
 /**
  * The error an upload or read rejects with when its AbortSignal fired: the signal's reason

@@ -4,7 +4,6 @@
  *
  * @module
  */
-export { BufferPool } from './buffer-pool.js';
 export {
   type Checkpoint,
   type CheckpointPart,

@@ -10,17 +10,16 @@
  * removes it. After the rename the object is published and nothing removes it — a cancellation
  * that arrives then is ignored and the location is returned.
  *
- * Reads open the file first (so a missing object is `NotFound` from `open`, not a stream error),
- * then stream it through the verifying wrappers of verify.ts: a whole read asks the file for one
- * byte more than declared (the probe), a range read seeks once.
+ * Reads (stage-base.ts) open the file first (so a missing object is `NotFound` from `open`, not a
+ * stream error), then stream it through the verifying wrappers of verify.ts: a whole read asks
+ * the file for one byte more than declared (the probe), a range read seeks once.
  *
  * @module
  */
 import { createHash } from 'node:crypto';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
-import type { ReadableStream } from 'node:stream/web';
+import type { Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import { StoreError } from '../errors.js';
 import { fsyncDir } from '../fs-atomic.js';
@@ -38,13 +37,11 @@ import type { PresignedUrl } from './presign.js';
 import { fsError, openFile, openSource } from './source.js';
 import {
   checkPartsInFlight,
-  checkRange,
   type ManagedStage,
-  type ReadOptions,
   type UploadOptions,
   type UploadSource,
 } from './stage.js';
-import { capRange, verifyWhole } from './verify.js';
+import { StageBase } from './stage-base.js';
 
 const debug = debuglog('provcat:lake');
 
@@ -52,12 +49,13 @@ const debug = debuglog('provcat:lake');
 const CHUNK = 1024 * 1024;
 
 /** A managed stage on the local file system. Build it with `stageFromDescriptor`. */
-export class LocalStage implements ManagedStage {
+export class LocalStage extends StageBase implements ManagedStage {
   readonly kind = 'local' as const;
   /** Segments of the directory objects live in: root, then tenant. */
   private readonly base: readonly string[];
 
   constructor(readonly descriptor: LocalStageDescriptor) {
+    super();
     this.base = [
       ...splitKey(descriptor.root.slice(1)),
       ...(descriptor.tenant ? [descriptor.tenant] : []),
@@ -137,41 +135,24 @@ export class LocalStage implements ManagedStage {
     return Object.freeze({ uri, contentType, sizeBytes: size, sha256: hash.digest('hex') });
   }
 
-  async open(location: DataLocation, options: ReadOptions = {}): Promise<Readable> {
-    const loc = checkDataLocation(location);
-    const file = this.pathOf(loc.uri);
-    if (options.signal?.aborted) throw abortError(options.signal);
+  protected resolve(uri: string): string {
+    return this.pathOf(uri);
+  }
+
+  protected async readWhole(file: string, location: DataLocation): Promise<Readable> {
     const handle = await openFile(file);
     // `end` is inclusive: ask for sizeBytes + 1 bytes, so a long file shows its extra byte.
-    const backend = handle.createReadStream({ start: 0, end: loc.sizeBytes });
-    return verifyWhole(backend, {
-      uri: loc.uri,
-      expected: loc.sizeBytes,
-      sha256: loc.sha256,
-      signal: options.signal,
-    });
+    return handle.createReadStream({ start: 0, end: location.sizeBytes });
   }
 
-  async openWeb(
-    location: DataLocation,
-    options: ReadOptions = {},
-  ): Promise<ReadableStream<Uint8Array>> {
-    return Readable.toWeb(await this.open(location, options)) as ReadableStream<Uint8Array>;
-  }
-
-  async openRange(
-    location: DataLocation,
+  protected async readRange(
+    file: string,
+    _location: DataLocation,
     start: number,
     end: number,
-    options: ReadOptions = {},
   ): Promise<Readable> {
-    const loc = checkDataLocation(location);
-    const file = this.pathOf(loc.uri);
-    checkRange(loc, start, end);
-    if (options.signal?.aborted) throw abortError(options.signal);
     const handle = await openFile(file);
-    const backend = handle.createReadStream({ start, end: end - 1 });
-    return capRange(backend, { uri: loc.uri, expected: end - start, signal: options.signal });
+    return handle.createReadStream({ start, end: end - 1 });
   }
 
   async presign(location: DataLocation): Promise<PresignedUrl> {

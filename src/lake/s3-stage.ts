@@ -6,9 +6,12 @@
  * SDK errors become provcat errors. The driver and the SDK are loaded on first use, so building
  * a stage (or using a local one) costs nothing.
  *
- * Upload (see parts.ts for the pipeline): a non-empty object is one multipart upload of 64 MiB
- * parts, 4 in flight by default (1..16), memory bounded by parts in flight with part buffers
- * reused from the stage's pool; an empty object is one PutObject. Nothing is visible under the
+ * Upload: a non-empty object is one multipart upload through the driver's multipart engine
+ * (drivers/s3/multipart.ts, the same one `S3Store` puts with): 64 MiB parts, 4 in flight by
+ * default (1..16); an empty object is one PutObject. A file's parts are streamed from disk, and
+ * its SHA-256 comes from one sequential read that every part's sent bytes are checked against
+ * (drivers/s3/parts.ts), so no part is held in memory; a stream's parts go through part buffers
+ * from the stage's pool, at most `partsInFlight` of them per upload. Nothing is visible under the
  * key before CompleteMultipartUpload. A failure or cancellation cancels the parts in flight,
  * waits for them, and aborts the multipart upload (bounded to 30 s); a process crash cannot, so
  * buckets need an AbortIncompleteMultipartUpload lifecycle rule (docs/managed-objects.md).
@@ -16,30 +19,48 @@
  * Resumable upload (a path source and `checkpointDir`): see checkpoint.ts for the format and
  * {@link S3Stage.upload} for the recovery steps.
  *
- * Reads: `open` is one GET of the whole object through the verifying wrapper (verify.ts);
- * `openRange` is one ranged GET whose `Content-Range` and `Content-Length` must be exactly the
- * ones asked for before the body is exposed (`RangeMismatch` otherwise — no HEAD, no buffering).
+ * Reads (stage-base.ts): `open` is one GET of the whole object through the verifying wrapper
+ * (verify.ts); `openRange` is one ranged GET whose `Content-Range` and `Content-Length` must be
+ * exactly the ones asked for before the body is exposed (`RangeMismatch` otherwise — no HEAD,
+ * no buffering).
  *
  * @module
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import type { ReadableStream } from 'node:stream/web';
 import { debuglog } from 'node:util';
 import type { S3Client } from '@aws-sdk/client-s3';
+import {
+  DEFAULT_PART_SIZE,
+  MAX_PART_SIZE,
+  MAX_PARTS,
+  MIN_PART_SIZE,
+} from '../../drivers/s3/config.js';
 import type { S3Store } from '../../drivers/s3/index.js';
+import {
+  abortMultipartUpload,
+  createMultipartUpload,
+  type MultipartTarget,
+  type TrustedPart,
+  uploadMultipart,
+} from '../../drivers/s3/multipart.js';
+import {
+  BufferedParts,
+  FileParts,
+  PartBufferPool,
+  type PartSource,
+  StreamReader,
+} from '../../drivers/s3/parts.js';
 import { ObjectIntegrityError, type ProvcatError, StoreError } from '../errors.js';
-import { BufferPool, BufferSlots } from './buffer-pool.js';
 import {
   type Checkpoint,
   CheckpointWriter,
   checkpointPath,
   LOCK_STALE_MS,
   lockCheckpoint,
-  MiB,
   RESUMABLE_PART_SIZES,
   readCheckpoint,
   removeCheckpoint,
@@ -60,34 +81,29 @@ import {
   type DataLocation,
   DEFAULT_CONTENT_TYPE,
 } from './location.js';
-import { runParts, type TrustedPart } from './parts.js';
 import { PresignedUrl } from './presign.js';
-import { fsError, openSource } from './source.js';
+import { fsError, openFile } from './source.js';
 import {
   checkExpiresIn,
   checkPartsInFlight,
-  checkRange,
   type ManagedStage,
   type PresignOptions,
-  type ReadOptions,
   type UploadOptions,
   type UploadSource,
 } from './stage.js';
-import { capRange, verifyWhole } from './verify.js';
+import { StageBase } from './stage-base.js';
 
 const debug = debuglog('provcat:lake');
 
 type S3Sdk = typeof import('@aws-sdk/client-s3');
 
-/** Default part size: 64 MiB. */
-export const DEFAULT_PART_SIZE = 64 * MiB;
-/** S3 numbers parts 1..10,000. */
-export const MAX_PARTS = 10_000;
-/** How long an abort of a failed or cancelled multipart upload may take. */
-export const ABORT_TIMEOUT_MS = 30_000;
+// The engine's and the driver's constants: the default part size (64 MiB), the part-number
+// ceiling (10,000) and the bound on aborting an upload (30 s).
+export { ABORT_TIMEOUT_MS } from '../../drivers/s3/multipart.js';
+export { DEFAULT_PART_SIZE, MAX_PARTS };
 
-const MIN_PART_SIZE = 5 * MiB;
-const MAX_PART_SIZE = 5 * 1024 * MiB;
+/** SHA-256 of no bytes. */
+const EMPTY_SHA256 = createHash('sha256').digest('hex');
 
 /** Options of an S3 stage (besides its descriptor). */
 export interface S3StageOptions {
@@ -120,7 +136,7 @@ interface Connection {
 }
 
 /** A managed stage in S3. Build it with `stageFromDescriptor`. */
-export class S3Stage implements ManagedStage {
+export class S3Stage extends StageBase implements ManagedStage {
   readonly kind = 's3' as const;
   /** The key prefix objects are written below (prefix and tenant), `''` for the whole bucket. */
   readonly keyPrefix: string;
@@ -130,13 +146,15 @@ export class S3Stage implements ManagedStage {
   private readonly partsInFlight: number;
   private readonly maxParts: number;
   private readonly lockStaleMs: number;
-  private readonly pool = new BufferPool(4);
+  /** Part buffers of stream uploads (a file upload needs none). */
+  private readonly pool = new PartBufferPool();
   private connection: Promise<Connection> | undefined;
 
   constructor(
     readonly descriptor: S3StageDescriptor,
     private readonly options: S3StageOptions = {},
   ) {
+    super();
     this.keyPrefix = effectivePrefix(descriptor);
     this.base = splitKey(this.keyPrefix);
     this.partsInFlight = checkPartsInFlight(options.partsInFlight);
@@ -209,6 +227,17 @@ export class S3Stage implements ManagedStage {
     return c.store.mapError(error, { bucket: this.descriptor.bucket, key, op });
   }
 
+  /** What the multipart engine needs to write `key`. */
+  private target(c: Connection, key: string): MultipartTarget {
+    return {
+      client: c.client,
+      sdk: c.sdk,
+      bucket: this.descriptor.bucket,
+      key,
+      debug: (message) => debug('%s', message),
+    };
+  }
+
   // ---- upload ------------------------------------------------------------------------------
 
   /**
@@ -244,6 +273,26 @@ export class S3Stage implements ManagedStage {
     return this.plain(source, contentType, window, options);
   }
 
+  /** The parts of an upload source: a file's ranges, or a stream's pooled buffers. */
+  private async openParts(source: UploadSource, partSize: number): Promise<PartSource> {
+    if (typeof source === 'string') {
+      return FileParts.fromHandle(await openFile(source), source, { partSize, digest: true });
+    }
+    let stream: Readable;
+    if (source instanceof Readable) stream = source;
+    else if (isWebStream(source)) stream = Readable.fromWeb(source);
+    else {
+      throw new StageConfigError(
+        'an upload source is a file path, a Node Readable or a web ReadableStream',
+      );
+    }
+    return new BufferedParts(new StreamReader(stream), {
+      partSize,
+      pool: this.pool,
+      digest: true,
+    });
+  }
+
   private async plain(
     source: UploadSource,
     contentType: string,
@@ -253,127 +302,39 @@ export class S3Stage implements ManagedStage {
     const c = await this.connect();
     const key = this.newKey();
     const uri = s3Uri(this.descriptor.bucket, key);
-    const input = await openSource(source);
-    const controller = linkedController(options.signal);
-    let uploadId: Promise<string> | undefined;
-    const begin = () => {
-      // Not cancelled with the upload: an upload created on the server but cancelled in the
-      // client would be left open with no id to abort it by. The abort follows it instead.
-      uploadId ??= this.createUpload(c, key, contentType, AbortSignal.timeout(ABORT_TIMEOUT_MS));
-      return uploadId;
-    };
+    const parts = await this.openParts(source, this.partSize);
+    let failed = true;
     try {
-      const result = await runParts({
-        source: input,
-        slots: new BufferSlots(this.pool, this.partSize, window),
-        partSize: this.partSize,
-        maxParts: this.maxParts,
-        controller,
-        partDigests: false,
-        uri,
-        sendPart: async (number, bytes, signal) => {
-          const id = await begin();
-          signal.throwIfAborted();
-          return this.sendPart(c, key, id, number, bytes, signal);
-        },
-        onBytes: (bytes) =>
-          options.onProgress?.({ operation: 'upload', uri, bytes, totalBytes: input.size }),
-      });
-      if (result.size === 0) {
-        await this.putEmpty(c, key, contentType, controller.signal);
-      } else {
-        await this.complete(c, key, await begin(), result.parts, controller.signal);
+      const empty =
+        parts instanceof BufferedParts
+          ? (await parts.peek(options.signal)) === undefined
+          : parts.size === 0;
+      if (empty) {
+        await this.putEmpty(c, key, contentType, options.signal);
+        failed = false;
+        return Object.freeze({ uri, contentType, sizeBytes: 0, sha256: EMPTY_SHA256 });
       }
-      return Object.freeze({ uri, contentType, sizeBytes: result.size, sha256: result.sha256 });
+      const result = await uploadMultipart(this.target(c, key), parts, {
+        partSize: this.partSize,
+        partsInFlight: window,
+        maxParts: this.maxParts,
+        contentType,
+        signal: options.signal,
+        onProgress: (bytes) =>
+          options.onProgress?.({ operation: 'upload', uri, bytes, totalBytes: parts.size }),
+      });
+      failed = false;
+      return Object.freeze({
+        uri,
+        contentType,
+        sizeBytes: result.size,
+        sha256: result.sha256 as string,
+      });
     } catch (error) {
-      if (!controller.signal.aborted) controller.abort(error);
-      if (uploadId !== undefined) await this.abortUpload(c, key, uploadId);
       if (options.signal?.aborted) throw abortError(options.signal);
-      // S3 calls map their own errors; anything else (the source failing) passes through as is.
       throw error;
     } finally {
-      controller.dispose();
-      await input.close();
-    }
-  }
-
-  private async createUpload(
-    c: Connection,
-    key: string,
-    contentType: string,
-    signal: AbortSignal,
-  ): Promise<string> {
-    try {
-      const out = await c.client.send(
-        new c.sdk.CreateMultipartUploadCommand({
-          Bucket: this.descriptor.bucket,
-          Key: key,
-          ContentType: contentType,
-        }),
-        { abortSignal: signal },
-      );
-      if (!out.UploadId)
-        throw new StoreError('CreateMultipartUpload returned no UploadId', {
-          uri: s3Uri(this.descriptor.bucket, key),
-        });
-      debug('created multipart upload %s for %s', out.UploadId, key);
-      return out.UploadId;
-    } catch (error) {
-      throw this.mapError(c, error, 'CreateMultipartUpload', key);
-    }
-  }
-
-  private async sendPart(
-    c: Connection,
-    key: string,
-    uploadId: string,
-    number: number,
-    bytes: Buffer,
-    signal: AbortSignal,
-  ): Promise<string> {
-    try {
-      const out = await c.client.send(
-        new c.sdk.UploadPartCommand({
-          Bucket: this.descriptor.bucket,
-          Key: key,
-          UploadId: uploadId,
-          PartNumber: number,
-          Body: bytes,
-          ContentLength: bytes.length,
-        }),
-        { abortSignal: signal },
-      );
-      if (!out.ETag)
-        throw new StoreError(`UploadPart ${number} returned no ETag`, {
-          uri: s3Uri(this.descriptor.bucket, key),
-        });
-      return out.ETag;
-    } catch (error) {
-      throw this.mapError(c, error, 'UploadPart', key);
-    }
-  }
-
-  private async complete(
-    c: Connection,
-    key: string,
-    uploadId: string,
-    parts: Array<{ number: number; etag: string }>,
-    signal: AbortSignal,
-  ): Promise<void> {
-    try {
-      // Ceph returns an empty ETag here; the ETag is not part of a DataLocation, so it is unused.
-      await c.client.send(
-        new c.sdk.CompleteMultipartUploadCommand({
-          Bucket: this.descriptor.bucket,
-          Key: key,
-          UploadId: uploadId,
-          MultipartUpload: { Parts: parts.map((p) => ({ PartNumber: p.number, ETag: p.etag })) },
-        }),
-        { abortSignal: signal },
-      );
-      debug('completed %s (%d parts)', key, parts.length);
-    } catch (error) {
-      throw this.mapError(c, error, 'CompleteMultipartUpload', key);
+      await parts.close(failed);
     }
   }
 
@@ -381,7 +342,7 @@ export class S3Stage implements ManagedStage {
     c: Connection,
     key: string,
     contentType: string,
-    signal: AbortSignal,
+    signal: AbortSignal | undefined,
   ): Promise<void> {
     try {
       await c.client.send(
@@ -396,40 +357,6 @@ export class S3Stage implements ManagedStage {
       );
     } catch (error) {
       throw this.mapError(c, error, 'PutObject', key);
-    }
-  }
-
-  /**
-   * Abort a multipart upload, bounded to {@link ABORT_TIMEOUT_MS} and independent of any
-   * caller signal (which may be the reason we are aborting). A failure is logged, not thrown:
-   * the caller is already reporting the error that made it abort, and the bucket's lifecycle
-   * rule reclaims what an abort could not.
-   */
-  private async abortUpload(
-    c: Connection,
-    key: string,
-    uploadId: Promise<string> | string,
-  ): Promise<void> {
-    let id: string;
-    try {
-      id = await uploadId;
-    } catch (error) {
-      debug('no multipart upload to abort for %s (creating it failed: %s)', key, String(error));
-      return;
-    }
-    try {
-      await c.client.send(
-        new c.sdk.AbortMultipartUploadCommand({
-          Bucket: this.descriptor.bucket,
-          Key: key,
-          UploadId: id,
-        }),
-        { abortSignal: AbortSignal.timeout(ABORT_TIMEOUT_MS) },
-      );
-      debug('aborted multipart upload %s of %s', id, key);
-    } catch (error) {
-      const mapped = this.mapError(c, error, 'AbortMultipartUpload', key);
-      debug('could not abort multipart upload %s of %s: %s', id, key, mapped.message);
     }
   }
 
@@ -459,15 +386,17 @@ export class S3Stage implements ManagedStage {
     try {
       let checkpoint = await readCheckpoint(cpFile);
       if (checkpoint !== undefined) this.checkCheckpoint(checkpoint, cpFile, sourcePath);
-      let info: Awaited<ReturnType<typeof stat>>;
+      const handle = await openFile(sourcePath);
+      let parts: FileParts | undefined;
       try {
-        info = await stat(sourcePath);
-      } catch (cause) {
-        throw fsError(cause, `cannot upload ${sourcePath}`, sourcePath);
-      }
-      const identity = { path: sourcePath, size: info.size, mtimeMs: info.mtimeMs };
-      const c = await this.connect();
-      for (let attempt = 0; attempt < 2; attempt++) {
+        let info: { size: number; mtimeMs: number };
+        try {
+          info = await handle.stat();
+        } catch (cause) {
+          throw fsError(cause, `cannot upload ${sourcePath}`, sourcePath);
+        }
+        const identity = { path: sourcePath, size: info.size, mtimeMs: info.mtimeMs };
+        const c = await this.connect();
         if (
           checkpoint !== undefined &&
           (checkpoint.source.size !== identity.size ||
@@ -478,119 +407,100 @@ export class S3Stage implements ManagedStage {
             sourcePath,
             checkpoint.uploadId,
           );
-          await this.abortUpload(c, checkpoint.key, checkpoint.uploadId);
+          await abortMultipartUpload(
+            this.target(c, checkpoint.key),
+            checkpoint.uploadId,
+            undefined,
+          );
           await removeCheckpoint(cpFile);
           checkpoint = undefined;
         }
-        if (checkpoint === undefined) {
-          if (identity.size === 0) {
-            const key = this.newKey();
-            await this.putEmpty(c, key, contentType, controller.signal);
-            return Object.freeze({
-              uri: s3Uri(this.descriptor.bucket, key),
+        let trusted = new Map<number, TrustedPart>();
+        if (checkpoint !== undefined) {
+          const listed = await this.listParts(c, checkpoint);
+          if (listed === 'gone') {
+            const recovered = await this.recoverCompletion(
+              c,
+              checkpoint,
+              cpFile,
               contentType,
-              sizeBytes: 0,
-              sha256: createHash('sha256').digest('hex'),
-            });
+              controller.signal,
+            );
+            if (recovered !== undefined) return recovered;
+            // Neither an upload nor an object: the upload was aborted (say, by a lifecycle rule).
+            debug(
+              'upload %s of %s is gone and nothing was published: starting afresh',
+              checkpoint.uploadId,
+              sourcePath,
+            );
+            await removeCheckpoint(cpFile);
+            checkpoint = undefined;
+          } else {
+            trusted = this.trustedParts(checkpoint, listed, window);
+          }
+        }
+        if (checkpoint === undefined && identity.size === 0) {
+          const key = this.newKey();
+          await this.putEmpty(c, key, contentType, controller.signal);
+          return Object.freeze({
+            uri: s3Uri(this.descriptor.bucket, key),
+            contentType,
+            sizeBytes: 0,
+            sha256: EMPTY_SHA256,
+          });
+        }
+        const fresh = checkpoint === undefined;
+        const partSize = checkpoint?.partSize ?? this.partSize;
+        parts = await FileParts.fromHandle(handle, sourcePath, {
+          partSize,
+          digest: true,
+          partDigests: true,
+        });
+        if (parts.size !== identity.size || parts.mtimeMs !== identity.mtimeMs) {
+          throw new SourceChanged(`${sourcePath} changed while the upload was being prepared`);
+        }
+        if (checkpoint === undefined) {
+          if (Math.ceil(identity.size / partSize) > this.maxParts) {
+            throw new PartLimitExceeded(
+              `${sourcePath}: ${identity.size} bytes need more than ${this.maxParts} parts of ${partSize} bytes`,
+            );
           }
           const key = this.newKey();
-          const uploadId = await this.createUpload(
-            c,
-            key,
-            contentType,
-            AbortSignal.timeout(ABORT_TIMEOUT_MS),
-          );
+          const uploadId = await createMultipartUpload(this.target(c, key), contentType);
+          debug('created multipart upload %s for %s', uploadId, key);
           checkpoint = {
             version: 1,
             uploadId,
             key,
             bucket: this.descriptor.bucket,
             source: identity,
-            partSize: this.partSize,
+            partSize,
             window,
             parts: [],
           };
-          try {
-            await writeCheckpoint(cpFile, checkpoint);
-          } catch (error) {
-            await this.abortUpload(c, key, uploadId);
-            throw error;
+        }
+        try {
+          await writeCheckpoint(cpFile, checkpoint);
+        } catch (error) {
+          if (fresh) {
+            await abortMultipartUpload(this.target(c, checkpoint.key), checkpoint.uploadId, error);
           }
-          return await this.runResumable(
-            c,
-            checkpoint,
-            cpFile,
-            new Map(),
-            contentType,
-            window,
-            controller,
-            options,
-          );
+          throw error;
         }
-        const listed = await this.listParts(c, checkpoint);
-        if (listed === 'gone') {
-          const recovered = await this.recoverCompletion(
-            c,
-            checkpoint,
-            cpFile,
-            contentType,
-            controller.signal,
-          );
-          if (recovered !== undefined) return recovered;
-          // Neither an upload nor an object: the upload was aborted (say, by a lifecycle rule).
-          debug(
-            'upload %s of %s is gone and nothing was published: starting afresh',
-            checkpoint.uploadId,
-            sourcePath,
-          );
-          await removeCheckpoint(cpFile);
-          checkpoint = undefined;
-          continue;
-        }
-        const trusted = new Map<number, TrustedPart>();
-        const total = Math.ceil(checkpoint.source.size / checkpoint.partSize);
-        for (const part of checkpoint.parts) {
-          const remote = listed.get(part.number);
-          const expectedSize =
-            part.number < total
-              ? checkpoint.partSize
-              : checkpoint.source.size - (total - 1) * checkpoint.partSize;
-          if (
-            remote !== undefined &&
-            sameEtag(remote.etag, part.etag) &&
-            remote.size === expectedSize
-          ) {
-            trusted.set(part.number, { etag: part.etag, sha256: part.sha256 });
-          } else {
-            debug(
-              'part %d of upload %s is not listed as recorded: sending it again',
-              part.number,
-              checkpoint.uploadId,
-            );
-          }
-        }
-        debug(
-          'resuming upload %s of %s: %d of %d parts recorded and listed, %d listed in all',
-          checkpoint.uploadId,
-          sourcePath,
-          trusted.size,
-          total,
-          listed.size,
-        );
-        checkpoint.window = Math.max(checkpoint.window, window);
-        checkpoint.parts = checkpoint.parts.filter((p) => trusted.has(p.number));
         return await this.runResumable(
           c,
           checkpoint,
           cpFile,
           trusted,
-          contentType,
+          parts,
           window,
-          controller,
+          controller.signal,
           options,
         );
+      } finally {
+        if (parts) await parts.close();
+        else await handle.close();
       }
-      throw new CheckpointError('the upload could not be restarted', cpFile);
     } finally {
       controller.dispose();
       try {
@@ -599,6 +509,51 @@ export class S3Stage implements ManagedStage {
         debug('releasing the lock of %s failed: %s', cpFile, String(error));
       }
     }
+  }
+
+  /**
+   * The recorded parts S3 still lists with the same ETag and size: these may be kept if the
+   * source still has their bytes. The checkpoint keeps only those from now on, and the larger
+   * window.
+   */
+  private trustedParts(
+    checkpoint: Checkpoint,
+    listed: Map<number, { etag: string; size: number }>,
+    window: number,
+  ): Map<number, TrustedPart> {
+    const trusted = new Map<number, TrustedPart>();
+    const total = Math.ceil(checkpoint.source.size / checkpoint.partSize);
+    for (const part of checkpoint.parts) {
+      const remote = listed.get(part.number);
+      const expectedSize =
+        part.number < total
+          ? checkpoint.partSize
+          : checkpoint.source.size - (total - 1) * checkpoint.partSize;
+      if (
+        remote !== undefined &&
+        sameEtag(remote.etag, part.etag) &&
+        remote.size === expectedSize
+      ) {
+        trusted.set(part.number, { etag: part.etag, sha256: part.sha256 });
+      } else {
+        debug(
+          'part %d of upload %s is not listed as recorded: sending it again',
+          part.number,
+          checkpoint.uploadId,
+        );
+      }
+    }
+    debug(
+      'resuming upload %s of %s: %d of %d parts recorded and listed, %d listed in all',
+      checkpoint.uploadId,
+      checkpoint.source.path,
+      trusted.size,
+      total,
+      listed.size,
+    );
+    checkpoint.window = Math.max(checkpoint.window, window);
+    checkpoint.parts = checkpoint.parts.filter((p) => trusted.has(p.number));
+    return trusted;
   }
 
   /** Fail closed on a checkpoint that does not belong to this stage and source. */
@@ -668,55 +623,50 @@ export class S3Stage implements ManagedStage {
     checkpoint: Checkpoint,
     cpFile: string,
     trusted: Map<number, TrustedPart>,
-    contentType: string,
+    parts: FileParts,
     window: number,
-    controller: AbortController & { dispose(): void },
+    signal: AbortSignal,
     options: UploadOptions,
   ): Promise<DataLocation> {
     const { key, uploadId } = checkpoint;
     const uri = s3Uri(this.descriptor.bucket, key);
+    const target = this.target(c, key);
     const writer = new CheckpointWriter(cpFile, checkpoint);
-    const input = await openSource(checkpoint.source.path);
     try {
-      const result = await runParts({
-        source: input,
-        slots: new BufferSlots(this.pool, checkpoint.partSize, window),
+      const result = await uploadMultipart(target, parts, {
         partSize: checkpoint.partSize,
+        partsInFlight: window,
         maxParts: this.maxParts,
-        controller,
-        partDigests: true,
+        uploadId,
         trusted,
-        expectedSize: checkpoint.source.size,
-        uri,
-        sendPart: (number, bytes, signal) => this.sendPart(c, key, uploadId, number, bytes, signal),
+        abortOnFailure: false,
+        signal,
         onPart: async (part) => {
           // Trusted parts are in the checkpoint already; record what was (re)sent.
-          if (part.sent)
+          if (part.sent) {
             await writer.record({
               number: part.number,
               etag: part.etag,
               sha256: part.sha256 as string,
             });
+          }
         },
-        onBytes: (bytes) =>
-          options.onProgress?.({
-            operation: 'upload',
-            uri,
-            bytes,
-            totalBytes: checkpoint.source.size,
-          }),
+        onProgress: (bytes) =>
+          options.onProgress?.({ operation: 'upload', uri, bytes, totalBytes: parts.size }),
       });
-      await writer.flush();
-      await this.complete(c, key, uploadId, result.parts, controller.signal);
       await removeCheckpoint(cpFile);
-      return Object.freeze({ uri, contentType, sizeBytes: result.size, sha256: result.sha256 });
+      return Object.freeze({
+        uri,
+        contentType: checkContentType(options.contentType ?? DEFAULT_CONTENT_TYPE),
+        sizeBytes: result.size,
+        sha256: result.sha256 as string,
+      });
     } catch (error) {
-      if (!controller.signal.aborted) controller.abort(error);
       const cancelled = options.signal?.aborted === true;
       const terminal =
         cancelled || error instanceof PartLimitExceeded || error instanceof SourceChanged;
       if (terminal) {
-        await this.abortUpload(c, key, uploadId);
+        await abortMultipartUpload(target, uploadId, error);
         await removeCheckpoint(cpFile);
       } else {
         debug(
@@ -728,8 +678,6 @@ export class S3Stage implements ManagedStage {
       }
       if (cancelled && options.signal) throw abortError(options.signal);
       throw error;
-    } finally {
-      await input.close();
     }
   }
 
@@ -790,63 +738,27 @@ export class S3Stage implements ManagedStage {
 
   // ---- reads -------------------------------------------------------------------------------
 
-  async open(location: DataLocation, options: ReadOptions = {}): Promise<Readable> {
-    const loc = checkDataLocation(location);
-    const key = this.keyOf(loc.uri);
-    if (options.signal?.aborted) throw abortError(options.signal);
-    const c = await this.connect();
-    let out: import('@aws-sdk/client-s3').GetObjectCommandOutput;
-    try {
-      out = await c.client.send(
-        new c.sdk.GetObjectCommand({ Bucket: this.descriptor.bucket, Key: key }),
-        {
-          abortSignal: options.signal,
-        },
-      );
-    } catch (error) {
-      if (options.signal?.aborted) throw abortError(options.signal);
-      throw this.mapError(c, error, 'GetObject', key);
-    }
-    return verifyWhole(bodyOf(out, loc.uri), {
-      uri: loc.uri,
-      expected: loc.sizeBytes,
-      sha256: loc.sha256,
-      signal: options.signal,
-    });
+  protected resolve(uri: string): string {
+    return this.keyOf(uri);
   }
 
-  async openWeb(
-    location: DataLocation,
-    options: ReadOptions = {},
-  ): Promise<ReadableStream<Uint8Array>> {
-    return Readable.toWeb(await this.open(location, options)) as ReadableStream<Uint8Array>;
+  protected async readWhole(
+    key: string,
+    _location: DataLocation,
+    signal: AbortSignal | undefined,
+  ): Promise<Readable> {
+    const out = await this.get(key, undefined, signal);
+    return bodyOf(out, s3Uri(this.descriptor.bucket, key));
   }
 
-  async openRange(
-    location: DataLocation,
+  protected async readRange(
+    key: string,
+    loc: DataLocation,
     start: number,
     end: number,
-    options: ReadOptions = {},
+    signal: AbortSignal | undefined,
   ): Promise<Readable> {
-    const loc = checkDataLocation(location);
-    const key = this.keyOf(loc.uri);
-    checkRange(loc, start, end);
-    if (options.signal?.aborted) throw abortError(options.signal);
-    const c = await this.connect();
-    let out: import('@aws-sdk/client-s3').GetObjectCommandOutput;
-    try {
-      out = await c.client.send(
-        new c.sdk.GetObjectCommand({
-          Bucket: this.descriptor.bucket,
-          Key: key,
-          Range: `bytes=${start}-${end - 1}`,
-        }),
-        { abortSignal: options.signal },
-      );
-    } catch (error) {
-      if (options.signal?.aborted) throw abortError(options.signal);
-      throw this.mapError(c, error, 'GetObject', key);
-    }
+    const out = await this.get(key, `bytes=${start}-${end - 1}`, signal);
     const body = bodyOf(out, loc.uri);
     const wantRange = `bytes ${start}-${end - 1}/${loc.sizeBytes}`;
     if (out.ContentRange !== wantRange || out.ContentLength !== end - start) {
@@ -859,7 +771,25 @@ export class S3Stage implements ManagedStage {
         { uri: loc.uri },
       );
     }
-    return capRange(body, { uri: loc.uri, expected: end - start, signal: options.signal });
+    return body;
+  }
+
+  /** One GetObject of `key` (a `Range` header when given); errors mapped, aborts as AbortError. */
+  private async get(
+    key: string,
+    range: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<import('@aws-sdk/client-s3').GetObjectCommandOutput> {
+    const c = await this.connect();
+    try {
+      return await c.client.send(
+        new c.sdk.GetObjectCommand({ Bucket: this.descriptor.bucket, Key: key, Range: range }),
+        { abortSignal: signal },
+      );
+    } catch (error) {
+      if (signal?.aborted) throw abortError(signal);
+      throw this.mapError(c, error, 'GetObject', key);
+    }
   }
 
   async presign(location: DataLocation, options: PresignOptions = {}): Promise<PresignedUrl> {
@@ -879,11 +809,6 @@ export class S3Stage implements ManagedStage {
       throw this.mapError(c, error, 'presign', key);
     }
   }
-
-  /** Drop the idle part buffers this stage keeps for its next upload. */
-  releaseBuffers(): void {
-    this.pool.clear();
-  }
 }
 
 /** An AbortController that follows `parent` until disposed. */
@@ -898,6 +823,16 @@ function linkedController(parent: AbortSignal | undefined): AbortController & { 
   else parent.addEventListener('abort', onAbort, { once: true });
   controller.dispose = () => parent.removeEventListener('abort', onAbort);
   return controller;
+}
+
+function isWebStream(
+  source: unknown,
+): source is import('node:stream/web').ReadableStream<Uint8Array> {
+  return (
+    typeof source === 'object' &&
+    source !== null &&
+    typeof (source as { getReader?: unknown }).getReader === 'function'
+  );
 }
 
 function sameEtag(a: string, b: string): boolean {

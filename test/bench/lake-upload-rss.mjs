@@ -1,15 +1,20 @@
 // Peak memory of one managed-object upload: uploads 1 GiB to the S3 test server through an S3
 // stage (64 MiB parts, 4 in flight by default) and prints the process's peak resident set size.
-// The upload's part buffers are bounded by parts in flight × part size (256 MiB by default), so
-// peak RSS should stay near that plus the runtime's baseline, whatever the object size.
+// From a file no part is held in memory (each part streams its range from disk), so peak RSS
+// should stay near the runtime's baseline; from a stream (`--stream`) the part buffers are
+// bounded by parts in flight × part size (256 MiB by default). Either way, whatever the size.
 //
-//   npm run build && node test/bench/lake-upload-rss.mjs [--size-mib 1024] [--parts-in-flight 4] [--stream]
+//   npm run build && node test/bench/lake-upload-rss.mjs [--size-mib 1024] [--parts-in-flight 4]
+//     [--stream] [--file PATH] [--checkpoint-dir DIR] [--dist DIR]
 //
 // Needs the S3 server's environment (AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY; path style is used). `--stream` feeds the upload from a Node stream
-// instead of a file. The bucket and object are deleted afterwards.
+// AWS_SECRET_ACCESS_KEY; path style is used). `--file` uploads an existing file instead of
+// writing a fresh one of `--size-mib` (its digest is then checked against one computed here);
+// `--checkpoint-dir` makes the upload resumable; `--dist` loads another build (an A/B
+// comparison with another checkout). The bucket and object are deleted afterwards.
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, open, rm } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { mkdtemp, open, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -20,7 +25,6 @@ import {
   DeleteObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { stageFromDescriptor } from '../../dist/src/lake/index.js';
 
 const MiB = 1024 * 1024;
 const { values } = parseArgs({
@@ -28,9 +32,15 @@ const { values } = parseArgs({
     'size-mib': { type: 'string', default: '1024' },
     'parts-in-flight': { type: 'string', default: '4' },
     stream: { type: 'boolean', default: false },
+    file: { type: 'string' },
+    'checkpoint-dir': { type: 'string' },
+    dist: { type: 'string', default: new URL('../../dist', import.meta.url).pathname },
   },
 });
-const size = Number(values['size-mib']) * MiB;
+const { stageFromDescriptor } = await import(
+  path.join(path.resolve(values.dist), 'src/lake/index.js')
+);
+const size = values.file ? (await stat(values.file)).size : Number(values['size-mib']) * MiB;
 const partsInFlight = Number(values['parts-in-flight']);
 const endpoint = process.env.AWS_ENDPOINT_URL_S3 ?? 'http://127.0.0.1:7480';
 const region = process.env.AWS_REGION ?? 'us-east-1';
@@ -44,8 +54,8 @@ function blockAt(i) {
 }
 
 const dir = await mkdtemp(path.join(tmpdir(), 'lake-bench-'));
-const file = path.join(dir, 'source.bin');
-if (!values.stream) {
+const file = values.file ?? path.join(dir, 'source.bin');
+if (!values.stream && !values.file) {
   const handle = await open(file, 'w');
   for (let i = 0; i < size / MiB; i++) await handle.write(blockAt(i));
   await handle.close();
@@ -75,17 +85,20 @@ const source = values.stream
 const started = process.hrtime.bigint();
 let location;
 try {
-  location = await stage.upload(source, { partsInFlight });
+  location = await stage.upload(source, { partsInFlight, checkpointDir: values['checkpoint-dir'] });
 } finally {
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const maxRssMiB = process.resourceUsage().maxRSS / 1024;
   if (location) {
     const expected = createHash('sha256');
-    for (let i = 0; i < size / MiB; i++) expected.update(blockAt(i));
+    if (values.file)
+      for await (const chunk of createReadStream(values.file)) expected.update(chunk);
+    else for (let i = 0; i < size / MiB; i++) expected.update(blockAt(i));
     console.log(
       JSON.stringify({
         benchmark: 'lake-upload-rss',
         source: values.stream ? 'stream' : 'file',
+        resumable: values['checkpoint-dir'] !== undefined,
         bytes: location.sizeBytes,
         partSizeMiB: 64,
         partsInFlight,

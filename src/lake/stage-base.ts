@@ -1,0 +1,93 @@
+/**
+ * {@link StageBase}: the reads both stages share.
+ *
+ * `open`, `openWeb` and `openRange` do the same thing on every stage: validate the location
+ * (the digest first, then containment), validate the range, honour an already aborted signal —
+ * all before any I/O — then ask the backend for one stream and wrap it in the verifying wrappers
+ * of verify.ts. Only the backend call differs (a file read, a GET), so a stage implements just
+ * {@link StageBase.readWhole} and {@link StageBase.readRange}, and the order of the checks
+ * cannot drift between stages.
+ *
+ * @module
+ */
+import { Readable } from 'node:stream';
+import type { ReadableStream } from 'node:stream/web';
+import { abortError } from './errors.js';
+import { checkDataLocation, type DataLocation } from './location.js';
+import { checkRange, type ReadOptions } from './stage.js';
+import { capRange, verifyWhole } from './verify.js';
+
+/** The shared read path of the stages; see the module comment. */
+export abstract class StageBase {
+  /**
+   * Check that `uri` is inside this stage and return where the backend finds it (a path, a
+   * key). Throws `ObjectIntegrityError('OutsideStage')`. No I/O.
+   */
+  protected abstract resolve(uri: string): string;
+
+  /**
+   * One backend stream of the whole object at `where`: at least `sizeBytes + 1` bytes when the
+   * object is longer than declared (so `TooLong` can be seen). A missing object rejects with
+   * NotFound here, not on the stream.
+   */
+  protected abstract readWhole(
+    where: string,
+    location: DataLocation,
+    signal: AbortSignal | undefined,
+  ): Promise<Readable>;
+
+  /**
+   * One backend stream of `[start, end)` of the object at `where` (a range already checked
+   * against `sizeBytes`), after any check of the backend's response headers.
+   */
+  protected abstract readRange(
+    where: string,
+    location: DataLocation,
+    start: number,
+    end: number,
+    signal: AbortSignal | undefined,
+  ): Promise<Readable>;
+
+  /**
+   * Open a location for a verified sequential read: the stream ends successfully only if the
+   * object is exactly `sizeBytes` long and its SHA-256 matches (see `ManagedStage.open`).
+   */
+  async open(location: DataLocation, options: ReadOptions = {}): Promise<Readable> {
+    const loc = checkDataLocation(location);
+    const where = this.resolve(loc.uri);
+    if (options.signal?.aborted) throw abortError(options.signal);
+    const backend = await this.readWhole(where, loc, options.signal);
+    return verifyWhole(backend, {
+      uri: loc.uri,
+      expected: loc.sizeBytes,
+      sha256: loc.sha256,
+      signal: options.signal,
+    });
+  }
+
+  /** {@link open} as a web `ReadableStream` (the same checks; errors surface on the stream). */
+  async openWeb(
+    location: DataLocation,
+    options: ReadOptions = {},
+  ): Promise<ReadableStream<Uint8Array>> {
+    return Readable.toWeb(await this.open(location, options)) as ReadableStream<Uint8Array>;
+  }
+
+  /**
+   * Open the half-open range `[start, end)`: exactly `end - start` bytes or `PrematureEof`;
+   * nothing is claimed about the whole-object digest (see `ManagedStage.openRange`).
+   */
+  async openRange(
+    location: DataLocation,
+    start: number,
+    end: number,
+    options: ReadOptions = {},
+  ): Promise<Readable> {
+    const loc = checkDataLocation(location);
+    const where = this.resolve(loc.uri);
+    checkRange(loc, start, end);
+    if (options.signal?.aborted) throw abortError(options.signal);
+    const backend = await this.readRange(where, loc, start, end, options.signal);
+    return capRange(backend, { uri: loc.uri, expected: end - start, signal: options.signal });
+  }
+}
