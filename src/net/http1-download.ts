@@ -709,35 +709,37 @@ class Transfer implements ConnectionOwner {
       const growing = this.conn.isArmed(slice.slab) && this.received < length;
       if (growing && size < this.batchBytes) return;
       this.pending.shift();
+      // Busy during the call too: an abort fired from inside `data` must wait for it.
+      this.sinkBusy = true;
       let result: void | Promise<void>;
       try {
         result = sink.data(slice.slab.buf.subarray(slice.from, slice.to));
       } catch (error) {
-        this.conn.drop(slice.slab);
-        this.fail(error);
+        this.afterCall(slice, size, error, true);
         return;
       }
       if (result !== undefined && typeof (result as Promise<void>).then === 'function') {
-        this.sinkBusy = true;
         (result as Promise<void>).then(
-          () => this.sinkDone(slice, size, undefined, false),
-          (error: unknown) => this.sinkDone(slice, size, error, true),
+          () => {
+            this.afterCall(slice, size, undefined, false);
+            this.pump();
+          },
+          (error: unknown) => this.afterCall(slice, size, error, true),
         );
         return;
       }
-      this.conn.drop(slice.slab);
-      this.delivered += size;
+      this.afterCall(slice, size, undefined, false);
     }
   }
 
-  private sinkDone(slice: Slice, size: number, error: unknown, failed: boolean): void {
+  /** A `data` call ended: its buffer goes back; a failure meanwhile now rejects. */
+  private afterCall(slice: Slice, size: number, error: unknown, failed: boolean): void {
     this.sinkBusy = false;
     this.conn.drop(slice.slab);
     // The first failure wins: a sink error after an abort still rejects with the abort.
     if (failed) this.fail(error);
     else this.delivered += size;
     if (this.phase === 'failed') this.rejectPipe();
-    else this.pump();
   }
 
   private complete(): void {
