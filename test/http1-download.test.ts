@@ -32,6 +32,7 @@ import {
   openDownload,
   parseHead,
   type ResponseHead,
+  responseReadable,
 } from '../src/net/http1-download.js';
 import { describeS3, removeBucket, testS3Client, uniqueBucketName } from './setup/s3.js';
 
@@ -623,6 +624,47 @@ describe('http1 download: failures after the head', () => {
     if (isFallback(response)) throw new Error(response.detail);
     response.discard();
     await expect(response.pipeTo(collector().sink)).rejects.toBeInstanceOf(StoreError);
+    await server.closed(0);
+  });
+});
+
+describe('http1 download: as a Readable', () => {
+  it('streams the body (copies), with backpressure, and errors with the transfer error', async () => {
+    const body = randomBytes(700_000);
+    const server = await serveBody(body);
+    const response = await openDownload({ url: server.url }, SMALL);
+    if (isFallback(response)) throw new Error(response.detail);
+    const chunks: Buffer[] = [];
+    for await (const chunk of responseReadable(response)) {
+      chunks.push(chunk as Buffer);
+      await sleep(1);
+    }
+    expect(Buffer.concat(chunks).equals(body)).toBe(true);
+
+    const short = await rawServer((socket) => {
+      socket.end(Buffer.concat([head('200 OK', ['Content-Length: 100000']), randomBytes(10)]));
+    });
+    const cut = await openDownload({ url: short.url }, SMALL);
+    if (isFallback(cut)) throw new Error(cut.detail);
+    const error = await (async () => {
+      for await (const _ of responseReadable(cut)) {
+        // drain
+      }
+    })().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreError);
+  });
+
+  it('destroying the stream closes the connection', async () => {
+    const server = await rawServer((socket) => {
+      socket.write(
+        Buffer.concat([head('200 OK', ['Content-Length: 10000000']), randomBytes(50_000)]),
+      );
+    });
+    const response = await openDownload({ url: server.url }, SMALL);
+    if (isFallback(response)) throw new Error(response.detail);
+    const stream = responseReadable(response);
+    for await (const _ of stream) break;
+    expect(stream.destroyed).toBe(true);
     await server.closed(0);
   });
 });

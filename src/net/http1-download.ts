@@ -41,6 +41,7 @@
  * @module
  */
 import net from 'node:net';
+import { Readable } from 'node:stream';
 import tls from 'node:tls';
 import { debuglog } from 'node:util';
 import { StoreError } from '../errors.js';
@@ -985,4 +986,46 @@ export async function download(
   }
   await response.pipeTo(sink);
   return head;
+}
+
+/**
+ * The body as a Node Readable, for consumers that need a stream (compatibility, not speed):
+ * each chunk is **copied** out of the reused buffers (a stream's reader may keep its chunks),
+ * so this path allocates again, once per chunk of up to a buffer's size. Reading starts on the
+ * first `read`; the stream honours backpressure; it errors with the transfer's error;
+ * destroying it discards the response.
+ */
+export function responseReadable(response: Http1Response): Readable {
+  let wake: (() => void) | undefined;
+  let started = false;
+  const readable = new Readable({
+    read() {
+      const w = wake;
+      wake = undefined;
+      w?.();
+      if (started) return;
+      started = true;
+      response
+        .pipeTo({
+          data: (chunk) => {
+            if (readable.destroyed || readable.push(Buffer.from(chunk))) return;
+            return new Promise<void>((resolve) => {
+              wake = resolve;
+            });
+          },
+        })
+        .then(
+          () => readable.push(null),
+          (error: unknown) => readable.destroy(error as Error),
+        );
+    },
+    destroy(error, callback) {
+      response.discard();
+      const w = wake;
+      wake = undefined;
+      w?.();
+      callback(error);
+    },
+  });
+  return readable;
 }
