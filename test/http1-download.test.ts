@@ -449,6 +449,22 @@ describe('http1 download: fallbacks before any body byte', () => {
     await server.closed(0);
   });
 
+  it('no connection (TLS handshake included) within connectTimeoutMs → network', async () => {
+    // A plain TCP server that never answers the TLS ClientHello: the handshake never ends.
+    const server = await rawServer(() => {});
+    const started = Date.now();
+    const outcome = expectFallback(
+      await download({ url: `https://127.0.0.1:${server.port}/x` }, collector().sink, {
+        connectTimeoutMs: 200,
+        idleTimeoutMs: 60_000,
+      }),
+      'network',
+    );
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(outcome.detail).toContain('not connected after 200 ms');
+    expect((outcome.cause as NodeJS.ErrnoException).code).toBe('ETIMEDOUT');
+  });
+
   it('a sink that refuses the head → refused; one that throws → its error', async () => {
     const server = await serveBody(randomBytes(100_000));
     let calls = 0;

@@ -50,6 +50,8 @@ const debug = debuglog('provcat:http1');
 
 /** Without a byte for this long, a transfer is dead (as the S3 driver's socket timeout). */
 export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+/** A connection (TCP, and TLS handshake) not made in this long fails (as the S3 driver's). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** Size of one read buffer. */
 export const DEFAULT_BUFFER_BYTES = 1024 * 1024;
 /** Read buffers per transfer (one is always armed in the socket). */
@@ -86,6 +88,11 @@ export interface DownloadOptions {
    * Default {@link DEFAULT_IDLE_TIMEOUT_MS}.
    */
   idleTimeoutMs?: number | undefined;
+  /**
+   * Milliseconds to connect (and finish the TLS handshake); a `network` fallback after that.
+   * Default {@link DEFAULT_CONNECT_TIMEOUT_MS}.
+   */
+  connectTimeoutMs?: number | undefined;
   /** Keep-alive: where complete connections go back, and come from. Default: none (close). */
   pool?: Http1Pool | undefined;
   /** Size of one read buffer. Default {@link DEFAULT_BUFFER_BYTES}. */
@@ -332,6 +339,7 @@ interface Slice {
 
 /** The socket events a transfer reacts to. */
 interface ConnectionOwner {
+  onConnected(): void;
   onBytes(slab: Slab, start: number, n: number): void;
   onSocketError(error: Error): void;
   onEnd(): void;
@@ -352,6 +360,8 @@ class Connection {
   /** False once the server said `close`, sent extra bytes, or half-closed. */
   reusable = true;
   closed = false;
+  /** Connected (and TLS handshake done). */
+  connected = false;
   private cur: Slab;
   private next: Buffer;
   private held = 0;
@@ -386,6 +396,10 @@ class Connection {
     } else {
       this.socket = net.connect({ host: origin.host, port: origin.port, onread });
     }
+    this.socket.once(origin.secure ? 'secureConnect' : 'connect', () => {
+      this.connected = true;
+      this.owner?.onConnected();
+    });
     this.socket.on('error', (error) => {
       if (this.owner) this.owner.onSocketError(error);
       else debug('idle connection to %s: %s', this.key, String(error));
@@ -502,6 +516,7 @@ class Transfer implements ConnectionOwner {
     private readonly options: {
       signal: AbortSignal | undefined;
       idleTimeoutMs: number;
+      connectTimeoutMs: number;
       maxHeaderBytes: number;
       uri: string | undefined;
       label: string;
@@ -513,7 +528,9 @@ class Transfer implements ConnectionOwner {
 
   start(): void {
     this.conn.owner = this;
-    this.conn.setIdleTimeout(this.options.idleTimeoutMs);
+    this.conn.setIdleTimeout(
+      this.conn.connected ? this.options.idleTimeoutMs : this.options.connectTimeoutMs,
+    );
     this.options.signal?.addEventListener('abort', this.onAbort, { once: true });
     this.conn.socket.write(this.requestText, 'latin1');
   }
@@ -561,6 +578,10 @@ class Transfer implements ConnectionOwner {
     this.conn.reusable = false;
   }
 
+  onConnected(): void {
+    if (this.phase === 'head') this.conn.setIdleTimeout(this.options.idleTimeoutMs);
+  }
+
   onSocketError(error: Error): void {
     this.lost(error.message, error);
   }
@@ -570,9 +591,10 @@ class Transfer implements ConnectionOwner {
   }
 
   onTimeout(): void {
-    const error = Object.assign(new Error(`no byte for ${this.options.idleTimeoutMs} ms`), {
-      code: 'ETIMEDOUT',
-    });
+    const message = this.conn.connected
+      ? `no byte for ${this.options.idleTimeoutMs} ms`
+      : `not connected after ${this.options.connectTimeoutMs} ms`;
+    const error = Object.assign(new Error(message), { code: 'ETIMEDOUT' });
     this.lost(error.message, error, true);
   }
 
@@ -933,6 +955,7 @@ export async function openDownload(
   const transferOptions = {
     signal: options.signal,
     idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     maxHeaderBytes: options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES,
     uri: options.uri,
     label: `${url.origin}${url.pathname}`,
