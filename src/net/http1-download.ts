@@ -884,14 +884,18 @@ export function parseHead(text: string): HeadResult {
 }
 
 /** The connect target of a URL, and its pool key. */
-function originOf(url: URL, tlsOptions: tls.ConnectionOptions | undefined): Origin {
+function originOf(
+  url: URL,
+  tlsOptions: tls.ConnectionOptions | undefined,
+  reading: string,
+): Origin {
   const secure = url.protocol === 'https:';
   if (!secure && url.protocol !== 'http:') {
     throw new TypeError(`unsupported protocol ${url.protocol} (http: or https: only)`);
   }
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
-  let key = `${url.protocol}//${url.host}:${port}`;
+  let key = `${url.protocol}//${url.host}:${port}#${reading}`;
   if (secure && tlsOptions) {
     let id = tlsIds.get(tlsOptions);
     if (id === undefined) {
@@ -904,8 +908,12 @@ function originOf(url: URL, tlsOptions: tls.ConnectionOptions | undefined): Orig
 }
 
 /** The request's bytes (as a latin1 string). Throws TypeError on header injection. */
-function requestText(url: URL, request: DownloadRequest, keepAlive: boolean): string {
-  const target = request.target ?? `${url.pathname}${url.search}`;
+function requestText(
+  url: URL,
+  target: string,
+  request: DownloadRequest,
+  keepAlive: boolean,
+): string {
   if (!/^\/[\x21-\x7e]*$/.test(target)) {
     throw new TypeError(`bad request-target ${JSON.stringify(target)}`);
   }
@@ -939,8 +947,8 @@ export async function openDownload(
   options: DownloadOptions = {},
 ): Promise<Http1Response | DownloadFallback> {
   const url = typeof request.url === 'string' ? new URL(request.url) : request.url;
-  const origin = originOf(url, options.tls);
-  const text = requestText(url, request, options.pool !== undefined);
+  const target = request.target ?? `${url.pathname}${url.search}`;
+  const text = requestText(url, target, request, options.pool !== undefined);
   const buffers = options.buffers ?? DEFAULT_BUFFERS;
   const bufferBytes = options.bufferBytes ?? DEFAULT_BUFFER_BYTES;
   if (!Number.isSafeInteger(buffers) || buffers < 2) throw new RangeError('buffers must be ≥ 2');
@@ -952,13 +960,16 @@ export async function openDownload(
     buffers,
     bufferPool: options.bufferPool ?? sharedBuffers,
   };
+  // A pooled connection keeps its buffer settings: only requests with the same ones reuse it.
+  const origin = originOf(url, options.tls, `${buffers}x${bufferBytes}`);
   const transferOptions = {
     signal: options.signal,
     idleTimeoutMs: options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
     connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     maxHeaderBytes: options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES,
     uri: options.uri,
-    label: `${url.origin}${url.pathname}`,
+    // For logs and errors: no query (it may hold a presigned signature).
+    label: `${url.origin}${target.split('?')[0]}`,
     pool: options.pool,
   };
   for (let attempt = 0; ; attempt++) {
