@@ -241,7 +241,7 @@ const sharedBuffers = new DownloadBufferPool();
 
 /** Options of {@link Http1Pool}. */
 export interface Http1PoolOptions {
-  /** Idle connections kept per origin. Default 4. */
+  /** Idle connections kept per origin (set it to the caller's concurrency). Default 16. */
   maxIdlePerOrigin?: number | undefined;
   /** An idle connection is closed after this long. Default 4,000 ms (below common server keep-alive timeouts). */
   idleTimeoutMs?: number | undefined;
@@ -258,7 +258,7 @@ export class Http1Pool {
   readonly idleTimeoutMs: number;
 
   constructor(options: Http1PoolOptions = {}) {
-    this.maxIdlePerOrigin = options.maxIdlePerOrigin ?? 4;
+    this.maxIdlePerOrigin = options.maxIdlePerOrigin ?? 16;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 4_000;
   }
 
