@@ -8,6 +8,7 @@
  * @module
  */
 import type { Readable } from 'node:stream';
+import type { BodySink } from './net/http1-download.js';
 
 /** One object as a listing or a HEAD reports it. */
 export interface ObjectInfo {
@@ -66,6 +67,13 @@ export interface GetResult {
   contentLength: number;
   /** For a ranged read: the `Content-Range` header exactly as the store sent it. */
   contentRange?: string | undefined;
+  /**
+   * Set by drivers that read the body into reused buffers (src/net/http1-download.ts): deliver
+   * the body to `sink` without a stream and without an allocation per read. A chunk is valid
+   * only until its `data` call resolves. Use either this or `body`, never both; `body` stays
+   * valid for consumers that need a stream (it copies).
+   */
+  pipeTo?: ((sink: BodySink) => Promise<void>) | undefined;
 }
 
 /** One entry of `_history`: a version of a key, or a delete marker (`size === null`). */

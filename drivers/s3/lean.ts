@@ -44,6 +44,12 @@ import { type Agent as HttpAgent, request as httpRequest, type IncomingMessage }
 import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { ByteRange } from '../../src/driver.js';
+import {
+  type Http1Pool,
+  type Http1Response,
+  isFallback,
+  openDownload,
+} from '../../src/net/http1-download.js';
 import { encodeKeyPath } from './keys.js';
 
 /** The SHA-256 of an empty body: GET requests carry it as `x-amz-content-sha256`. */
@@ -122,6 +128,12 @@ export interface LeanPathOptions {
   agents: { http: HttpAgent; https: HttpsAgent };
   /** An idle socket (no byte either way) for this long is a dead transfer. */
   socketTimeoutMs: number;
+  /**
+   * Keep-alive connections of lean GETs, whose bodies are read into reused buffers
+   * (src/net/http1-download.ts: no allocation per socket read, hence no garbage-driven full GCs
+   * on big objects). HEAD and listing pages go through `agents`.
+   */
+  downloads: Http1Pool;
   /** The route of a bucket known without asking the SDK ({@link pathStyleRoute}), if any. */
   fixedRoute?: ((bucket: string) => Route | undefined) | undefined;
   /** The signer for a route's signing name and region ({@link sdkSignerFactory}). */
@@ -313,18 +325,34 @@ export class LeanPath {
     bucket: string,
     key: string,
     options: LeanGetOptions,
-  ): Promise<IncomingMessage | undefined> {
+  ): Promise<Http1Response | undefined> {
     const route = this.route('object', bucket);
     if (!route) return undefined;
     const headers: Record<string, string> = {};
     if (options.range) headers.range = `bytes=${options.range.start}-${options.range.end - 1}`;
     const query: Record<string, string> =
       options.versionId === undefined ? {} : { versionId: options.versionId };
-    const res = await this.send('GET', route, encodeKeyPath(key), query, headers, options.signal);
-    if (res === undefined || res.statusCode === 200 || res.statusCode === 206) return res;
-    res.resume();
-    this.debug(`lean get ${bucket}/${key}: HTTP ${res.statusCode}; asking the SDK`);
-    return undefined;
+    try {
+      const signed = await this.sign('GET', route, encodeKeyPath(key), query, headers);
+      const outcome = await openDownload(
+        { url: route.url, target: signed.target, headers: signed.headers },
+        {
+          signal: options.signal,
+          idleTimeoutMs: this.options.socketTimeoutMs,
+          pool: this.options.downloads,
+          uri: `s3://${bucket}/${key}`,
+        },
+      );
+      if (!isFallback(outcome)) return outcome;
+      this.debug(
+        `lean get ${bucket}/${key}: ${outcome.fallback} (${outcome.detail}); asking the SDK`,
+      );
+      return undefined;
+    } catch (error) {
+      // An abort goes to the SDK path too, which raises it the way every S3 call does.
+      if (!options.signal?.aborted) this.debug(`lean get ${bucket}/${key}: ${String(error)}`);
+      return undefined;
+    }
   }
 
   /**
@@ -385,9 +413,46 @@ export class LeanPath {
     }
   }
 
+  /** Sign one request of `route` + `subpath` (already encoded): its request-target and headers. */
+  private async sign(
+    method: 'GET' | 'HEAD',
+    route: Route,
+    subpath: string,
+    query: Record<string, string>,
+    extraHeaders: Record<string, string>,
+  ): Promise<{ target: string; headers: Record<string, string> }> {
+    const base = route.url.pathname.endsWith('/') ? route.url.pathname : `${route.url.pathname}/`;
+    const path = `${base}${subpath}`;
+    const headers: Record<string, string> = {
+      ...extraHeaders,
+      host: route.url.host,
+      'x-amz-content-sha256': EMPTY_SHA256,
+    };
+    const signed = await (await this.options.signer(route)).sign(
+      {
+        method,
+        protocol: route.url.protocol,
+        hostname: route.url.hostname,
+        port: route.url.port === '' ? undefined : Number(route.url.port),
+        path,
+        query,
+        headers,
+      },
+      {
+        signingDate: new Date(Date.now() + this.options.clockOffset()),
+        signingRegion: route.signingRegion,
+        signingService: route.signingName,
+      },
+    );
+    const search = Object.entries(query)
+      .map(([k, v]) => `${encodeQueryValue(k)}=${encodeQueryValue(v)}`)
+      .join('&');
+    return { target: search === '' ? path : `${path}?${search}`, headers: signed.headers };
+  }
+
   /**
-   * Sign and send one GET or HEAD of `route` + `subpath` (already encoded); the response at its
-   * head, or `undefined` after a failure (logged) or an abort. Never throws.
+   * Sign and send one GET or HEAD of `route` + `subpath` (already encoded) with node:http(s);
+   * the response at its head, or `undefined` after a failure (logged) or an abort. Never throws.
    */
   private async send(
     method: 'GET' | 'HEAD',
@@ -398,34 +463,9 @@ export class LeanPath {
     signal: AbortSignal | undefined,
   ): Promise<IncomingMessage | undefined> {
     try {
-      const base = route.url.pathname.endsWith('/') ? route.url.pathname : `${route.url.pathname}/`;
-      const path = `${base}${subpath}`;
-      const headers: Record<string, string> = {
-        ...extraHeaders,
-        host: route.url.host,
-        'x-amz-content-sha256': EMPTY_SHA256,
-      };
-      const signed = await (await this.options.signer(route)).sign(
-        {
-          method,
-          protocol: route.url.protocol,
-          hostname: route.url.hostname,
-          port: route.url.port === '' ? undefined : Number(route.url.port),
-          path,
-          query,
-          headers,
-        },
-        {
-          signingDate: new Date(Date.now() + this.options.clockOffset()),
-          signingRegion: route.signingRegion,
-          signingService: route.signingName,
-        },
-      );
-      const search = Object.entries(query)
-        .map(([k, v]) => `${encodeQueryValue(k)}=${encodeQueryValue(v)}`)
-        .join('&');
+      const signed = await this.sign(method, route, subpath, query, extraHeaders);
       const agents = this.options.agents;
-      return await request(method, route.url, search === '' ? path : `${path}?${search}`, {
+      return await request(method, route.url, signed.target, {
         headers: signed.headers,
         agent: route.url.protocol === 'https:' ? agents.https : agents.http,
         timeoutMs: this.options.socketTimeoutMs,

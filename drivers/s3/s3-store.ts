@@ -59,6 +59,7 @@ import {
   type ProvcatError,
   StoreError,
 } from '../../src/errors.js';
+import { Http1Pool, type Http1Response, responseReadable } from '../../src/net/http1-download.js';
 import { ObjectStore } from '../../src/object-store.js';
 import {
   type CreateFallback,
@@ -152,14 +153,15 @@ const SOCKET_TIMEOUT_MS = 120_000;
 
 /**
  * A GetResult from a lean GET's response head (the same fields the SDK reads), or `undefined`
- * (the response discarded) when it lacks a Content-Length, so the SDK path decides.
+ * (the response discarded) when it lacks an ETag, so the SDK path decides. The body is both a
+ * `pipeTo` (reused buffers, no allocation per read: the cache's path) and a Readable (copies).
  */
-function leanResult(key: string, res: IncomingMessage): GetResult | undefined {
+function leanResult(key: string, res: Http1Response): GetResult | undefined {
   const h = res.headers;
-  const length = Number(h['content-length']);
+  const length = res.contentLength;
   const etag = h.etag;
-  if (h['content-length'] === undefined || !Number.isSafeInteger(length) || etag === undefined) {
-    res.resume();
+  if (etag === undefined) {
+    res.discard();
     return undefined;
   }
   const versionId = h['x-amz-version-id'];
@@ -175,7 +177,15 @@ function leanResult(key: string, res: IncomingMessage): GetResult | undefined {
     },
     totalFromContentRange(contentRange) ?? length,
   );
-  return { body: res, info, contentLength: length, contentRange };
+  const body = responseReadable(res);
+  return {
+    body,
+    // The stream closes when the transfer ends either way, as if it had been read.
+    pipeTo: (sink) => res.pipeTo(sink).finally(() => body.destroy()),
+    info,
+    contentLength: length,
+    contentRange,
+  };
 }
 
 /**
@@ -276,6 +286,8 @@ export class S3Store extends ObjectStore {
   /** The client once built (its measured clock skew signs lean requests too). */
   private builtClient: S3Client | undefined;
   private agentPair: { http: HttpAgent; https: HttpsAgent } | undefined;
+  /** Idle keep-alive connections of lean GETs (closed by {@link close}). */
+  private readonly downloads: Http1Pool | undefined;
   private readonly fixedRoutes = new Map<string, Route | undefined>();
 
   /** Throws RangeError for options or environment values out of range. Makes no network call. */
@@ -295,8 +307,11 @@ export class S3Store extends ObjectStore {
     const c = this.config;
     if (!this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
       const endpoint = c.endpoint;
+      const agents = this.agents();
+      this.downloads = new Http1Pool({ maxIdlePerOrigin: agents.http.maxSockets });
       this.lean = new LeanPath({
-        agents: this.agents(),
+        agents,
+        downloads: this.downloads,
         socketTimeoutMs: SOCKET_TIMEOUT_MS,
         fixedRoute:
           endpoint !== undefined && c.forcePathStyle
@@ -391,6 +406,7 @@ export class S3Store extends ObjectStore {
     if (built) (await built).destroy();
     this.agentPair?.http.destroy();
     this.agentPair?.https.destroy();
+    this.downloads?.close();
   }
 
   /**
@@ -655,7 +671,7 @@ export class S3Store extends ObjectStore {
     ) {
       throw new RangeError(`bad byte range [${range.start}, ${range.end})`);
     }
-    return this.call(
+    return this.call<GetResult>(
       { bucket, key, op },
       async (client, sdk) => {
         const r = await client.send(
@@ -685,10 +701,9 @@ export class S3Store extends ObjectStore {
         };
       },
       async (lean) => {
+        // The transfer has the signal: an abort rejects `pipeTo` and errors `body`.
         const res = await lean.get(bucket, key, { versionId, range, signal: options.signal });
-        const result = res && leanResult(key, res);
-        if (result && options.signal) addAbortSignal(options.signal, result.body);
-        return result;
+        return res && leanResult(key, res);
       },
     );
   }

@@ -65,8 +65,10 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import envPaths from 'env-paths';
 import lockfile from 'proper-lockfile';
+import type { GetResult } from '../driver.js';
 import { StoreError, UriError } from '../errors.js';
 import { fsyncDir, TEMP_PREFIX, tempPathFor, writeFileAtomic } from '../fs-atomic.js';
+import { FileSink } from '../net/file-sink.js';
 import { segmentProblem } from '../uri.js';
 
 /** Options of {@link Cache}. */
@@ -294,16 +296,19 @@ export class Cache {
   }
 
   /**
-   * Download `body` into the blob for (`key`, `identity`): temp file, fsync, rename. The blob
-   * appears only complete; `expectedSize` guards against a body cut short. Returns the blob path.
+   * Download a GET's body into the blob for (`key`, `identity`): temp file, fsync, rename. The
+   * blob appears only complete; `expectedSize` guards against a body cut short. A result with
+   * `pipeTo` (reused read buffers) is written from it, else from `body`. Returns the blob path.
    */
   async installBlob(
     blob: string,
-    body: Readable,
+    res: Pick<GetResult, 'body' | 'pipeTo'>,
     expectedSize: number,
     onBytes?: (n: number) => void,
     signal?: AbortSignal,
   ): Promise<string> {
+    if (res.pipeTo) return this.installFromSink(blob, res.pipeTo, expectedSize, onBytes);
+    const body = res.body;
     if (expectedSize <= SMALL_BLOB_BYTES) {
       return this.installSmallBlob(blob, body, expectedSize, onBytes, signal);
     }
@@ -356,6 +361,48 @@ export class Cache {
     }
     await handle.close();
     await rename(temp, blob);
+    return blob;
+  }
+
+  /**
+   * {@link installBlob} from a `pipeTo` body (src/net/http1-download.ts): chunks of up to
+   * {@link WRITE_BATCH_BYTES} written as they come (direct system calls for a small body), an
+   * early fdatasync every {@link WRITEBACK_BYTES}, fsync, rename. The transfer carries the
+   * AbortSignal itself: an abort rejects `pipeTo` once no write is running.
+   */
+  private async installFromSink(
+    blob: string,
+    pipeTo: NonNullable<GetResult['pipeTo']>,
+    expectedSize: number,
+    onBytes: ((n: number) => void) | undefined,
+  ): Promise<string> {
+    const temp = tempPathFor(blob);
+    // Read-only from the start: the mode applies to later opens, not to this descriptor.
+    const fd = await this.inDir(path.dirname(blob), async () =>
+      openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
+    );
+    const sink = new FileSink(fd, {
+      syncEveryBytes: WRITEBACK_BYTES,
+      batchBytes: WRITE_BATCH_BYTES,
+      direct: expectedSize <= SMALL_BLOB_BYTES,
+      onBytes,
+    });
+    try {
+      await pipeTo(sink);
+      if (sink.written !== expectedSize) {
+        throw new StoreError(
+          `download of ${sink.written} bytes, ${expectedSize} expected; nothing was cached`,
+        );
+      }
+      await sink.finish();
+    } catch (error) {
+      await sink.settle();
+      closeSync(fd);
+      rmSync(temp, { force: true });
+      throw error;
+    }
+    closeSync(fd);
+    renameSync(temp, blob);
     return blob;
   }
 

@@ -75,7 +75,7 @@ export async function fetchCommit(
               { uri: where },
             );
           }
-          await cache.installBlob(blob, res.body, f.size, transfer.add, signal);
+          await cache.installBlob(blob, res, f.size, transfer.add, signal);
           downloaded++;
         }
         await cache.linkInto(blob, cache.commitTreePath(store.scheme, bucket, id, f.key));

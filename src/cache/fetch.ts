@@ -109,7 +109,7 @@ async function currentBlob(
   }
   const res = await store._get(bucket, key, { signal });
   const blob = store.cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
-  await store.cache.installBlob(blob, res.body, res.contentLength, transfer.add, signal);
+  await store.cache.installBlob(blob, res, res.contentLength, transfer.add, signal);
   return { blob, info: res.info, downloaded: true };
 }
 
@@ -330,7 +330,7 @@ async function fetchVersion(
   if ((await cache.hasBlob(blob)) === undefined) {
     store.online(u, 'fetch');
     const res = await store._getVersion(bucket, key, versionId, { signal: options.signal });
-    await cache.installBlob(blob, res.body, res.contentLength, transfer.add, options.signal);
+    await cache.installBlob(blob, res, res.contentLength, transfer.add, options.signal);
     await cache.writeVersionMeta(store.scheme, bucket, {
       key,
       versionId,
