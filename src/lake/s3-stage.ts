@@ -22,7 +22,8 @@
  * Reads (stage-base.ts): `open` is one GET of the whole object through the verifying wrapper
  * (verify.ts); `openRange` is one ranged GET whose `Content-Range` and `Content-Length` must be
  * exactly the ones asked for before the body is exposed (`RangeMismatch` otherwise — no HEAD,
- * no buffering).
+ * no buffering). Both go through the S3 driver's `_get`, so they take its lean path (no SDK
+ * client loaded, bodies read into reused buffers) wherever the driver does.
  *
  * @module
  */
@@ -54,6 +55,7 @@ import {
   type PartSource,
   StreamReader,
 } from '../../drivers/s3/parts.js';
+import type { ByteRange, GetResult } from '../driver.js';
 import { ObjectIntegrityError, type ProvcatError, StoreError } from '../errors.js';
 import {
   type Checkpoint,
@@ -149,6 +151,7 @@ export class S3Stage extends StageBase implements ManagedStage {
   /** Part buffers of stream uploads (a file upload needs none). */
   private readonly pool = new PartBufferPool();
   private connection: Promise<Connection> | undefined;
+  private s3Store: Promise<S3Store> | undefined;
 
   constructor(
     readonly descriptor: S3StageDescriptor,
@@ -173,13 +176,14 @@ export class S3Stage extends StageBase implements ManagedStage {
     this.lockStaleMs = Math.max(5000, options.lockStaleMs ?? LOCK_STALE_MS);
   }
 
-  /** The S3 driver's store and client, created on first use. */
-  private connect(): Promise<Connection> {
-    this.connection ??= (async () => {
-      const [{ S3Store }, sdk] = await Promise.all([
-        import('../../drivers/s3/index.js'),
-        import('@aws-sdk/client-s3'),
-      ]);
+  /**
+   * The S3 driver's store for this stage, made on first use without loading the SDK: reads go
+   * through its `_get`, which takes the driver's lean path where it applies (drivers/s3/lean.ts)
+   * and the SDK otherwise, with the driver's one error mapping either way.
+   */
+  private s3(): Promise<S3Store> {
+    this.s3Store ??= (async () => {
+      const { S3Store } = await import('../../drivers/s3/index.js');
       const { region, endpoint, forcePathStyle } = this.descriptor;
       // The descriptor decides the topology: without an endpoint in it, the environment's
       // AWS_ENDPOINT_URL_S3 must not redirect the stage elsewhere.
@@ -187,13 +191,24 @@ export class S3Stage extends StageBase implements ManagedStage {
         endpoint === undefined
           ? { ...process.env, AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true' }
           : process.env;
-      const store = new S3Store({
+      return new S3Store({
         client: this.options.client,
         region,
         endpoint,
         forcePathStyle: forcePathStyle ?? false,
         env,
       });
+    })().catch((error: unknown) => {
+      this.s3Store = undefined;
+      throw error;
+    });
+    return this.s3Store;
+  }
+
+  /** The S3 driver's store, its client and the SDK (for uploads), created on first use. */
+  private connect(): Promise<Connection> {
+    this.connection ??= (async () => {
+      const [store, sdk] = await Promise.all([this.s3(), import('@aws-sdk/client-s3')]);
       return { store, client: await store.client(), sdk };
     })().catch((error: unknown) => {
       this.connection = undefined;
@@ -747,8 +762,7 @@ export class S3Stage extends StageBase implements ManagedStage {
     _location: DataLocation,
     signal: AbortSignal | undefined,
   ): Promise<Readable> {
-    const out = await this.get(key, undefined, signal);
-    return bodyOf(out, s3Uri(this.descriptor.bucket, key));
+    return (await this.get(key, undefined, signal)).body;
   }
 
   protected async readRange(
@@ -758,37 +772,36 @@ export class S3Stage extends StageBase implements ManagedStage {
     end: number,
     signal: AbortSignal | undefined,
   ): Promise<Readable> {
-    const out = await this.get(key, `bytes=${start}-${end - 1}`, signal);
-    const body = bodyOf(out, loc.uri);
+    const out = await this.get(key, { start, end }, signal);
     const wantRange = `bytes ${start}-${end - 1}/${loc.sizeBytes}`;
-    if (out.ContentRange !== wantRange || out.ContentLength !== end - start) {
-      body.destroy();
+    if (out.contentRange !== wantRange || out.contentLength !== end - start) {
+      out.body.destroy();
       throw new ObjectIntegrityError(
         'RangeMismatch',
         `asked ${loc.uri} for ${wantRange} (${end - start} bytes); the response declared Content-Range ${
-          out.ContentRange === undefined ? '(none)' : JSON.stringify(out.ContentRange)
-        } and Content-Length ${out.ContentLength ?? '(none)'}`,
+          out.contentRange === undefined ? '(none)' : JSON.stringify(out.contentRange)
+        } and Content-Length ${out.contentLength}`,
         { uri: loc.uri },
       );
     }
-    return body;
+    return out.body;
   }
 
-  /** One GetObject of `key` (a `Range` header when given); errors mapped, aborts as AbortError. */
+  /**
+   * One GET of `key` (a byte range when given) through the driver's `_get`: errors mapped by the
+   * driver, aborts as AbortError.
+   */
   private async get(
     key: string,
-    range: string | undefined,
+    range: ByteRange | undefined,
     signal: AbortSignal | undefined,
-  ): Promise<import('@aws-sdk/client-s3').GetObjectCommandOutput> {
-    const c = await this.connect();
+  ): Promise<GetResult> {
+    const store = await this.s3();
     try {
-      return await c.client.send(
-        new c.sdk.GetObjectCommand({ Bucket: this.descriptor.bucket, Key: key, Range: range }),
-        { abortSignal: signal },
-      );
+      return await store._get(this.descriptor.bucket, key, { range, signal });
     } catch (error) {
       if (signal?.aborted) throw abortError(signal);
-      throw this.mapError(c, error, 'GetObject', key);
+      throw error;
     }
   }
 
