@@ -5,7 +5,10 @@
  * (folders, walk, fetch and the cache, offline mode, commits) is the {@link ObjectStore} base
  * class. Design choices, each argued where it is made:
  *
- * - The SDK is imported on first use (sdk.ts), so commands that make no S3 call never load it.
+ * - The SDK client is imported on first use (sdk.ts), so commands that make no S3 call never
+ *   load it; reads (HEAD, GET, listing pages) go through the lean path (lean.ts) on the SDK's
+ *   signer and credential chain, so read-only commands load the client only when a request
+ *   fails or the route must be learned from it.
  * - Configuration follows the AWS conventions (config.ts); the client is injectable.
  * - One function maps SDK errors (errors.ts): 404 is {@link NotFound}, 403 stays a
  *   {@link StoreError} with its status. An abort is never mapped: it surfaces as the abort error.
