@@ -24,6 +24,7 @@ import {
   chunked,
   collect,
   drain,
+  drainTo,
   MiB,
   sha256sum,
   writeRandomFile,
@@ -171,6 +172,19 @@ describe('local stage integrity faults', () => {
       (await failure(drain(await stage.open({ ...loc, sizeBytes: loc.sizeBytes - 1 })))).kind,
     ).toBe('TooLong');
     expect((await failure(drain(await stage.open({ ...loc, sha256: 'b'.repeat(64) })))).kind).toBe(
+      'DigestMismatch',
+    );
+  });
+
+  it('readTo (the sink read of cat -o) verifies the same way', async () => {
+    expect(await drainTo(stage, loc)).toEqual({ size: loc.sizeBytes, sha256: loc.sha256 });
+    expect((await failure(drainTo(stage, { ...loc, sizeBytes: loc.sizeBytes + 1 }))).kind).toBe(
+      'PrematureEof',
+    );
+    expect((await failure(drainTo(stage, { ...loc, sizeBytes: loc.sizeBytes - 1 }))).kind).toBe(
+      'TooLong',
+    );
+    expect((await failure(drainTo(stage, { ...loc, sha256: 'b'.repeat(64) }))).kind).toBe(
       'DigestMismatch',
     );
   });

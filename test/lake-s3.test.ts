@@ -33,6 +33,7 @@ import {
   collect,
   countCalls,
   drain,
+  drainTo,
   dropBucket,
   MiB,
   makeBucket,
@@ -227,6 +228,35 @@ describeS3('S3 stage on the test server', () => {
     it('a missing object is NotFound, not an integrity error', async () => {
       const gone = { ...good, uri: `s3://${bucket}/${PREFIX}/00/${'0'.repeat(32)}` };
       await expect(stage().stage.open(gone)).rejects.toMatchObject({ code: 'NotFound' });
+      await expect(drainTo(stage().stage, gone)).rejects.toMatchObject({ code: 'NotFound' });
+    });
+
+    it('readTo (the sink read of cat -o) makes the same checks as open', async () => {
+      const s = stage().stage;
+      expect(await drainTo(s, good)).toEqual({ size: data.length, sha256: good.sha256 });
+      const short = await planted(data.subarray(0, data.length - 1));
+      expect(await failure(drainTo(s, short))).toMatchObject({
+        kind: 'PrematureEof',
+        expected: data.length,
+        observed: data.length - 1,
+      });
+      const long = await planted(Buffer.concat([data, Buffer.from([1])]));
+      expect(await failure(drainTo(s, long))).toMatchObject({
+        kind: 'TooLong',
+        expected: data.length,
+      });
+      const flipped = Buffer.from(data);
+      flipped[7] = (flipped[7] as number) ^ 1;
+      expect((await failure(drainTo(s, await planted(flipped)))).kind).toBe('DigestMismatch');
+      // The sink's own failure (a full disk) comes out as itself, not as an integrity error.
+      const full = new Error('ENOSPC: no space left on device');
+      await expect(
+        s.readTo(good, {
+          data() {
+            throw full;
+          },
+        }),
+      ).rejects.toBe(full);
     });
   });
 

@@ -23,6 +23,7 @@ import { FileSink } from '../net/file-sink.js';
 import { InvalidDataLocation } from './errors.js';
 import { stageFromString } from './factory.js';
 import { type DataLocation, formatDataLocation, parseDataLocation } from './location.js';
+import { streamToSink } from './stage-base.js';
 
 function stageArg(args: CliArgs): string {
   const stage = args.values.stage;
@@ -132,29 +133,34 @@ const catCommand: Command = {
     const output = args.values.output;
     const cancel = cancelOnSignal();
     try {
-      const stream = range
-        ? await stage.openRange(location, range.start, range.end, { signal: cancel.signal })
-        : await stage.open(location, { signal: cancel.signal });
+      const signal = cancel.signal;
       if (typeof output !== 'string') {
+        const stream = range
+          ? await stage.openRange(location, range.start, range.end, { signal })
+          : await stage.open(location, { signal });
         await pipeline(stream, ctx.stdout, { end: false });
         return 0;
       }
       const target = path.resolve(output);
       const temp = tempPathFor(target);
-      // Written the way the cache writes a download (FileSink): the chunks as they come (up to
-      // 1 MiB each from the S3 driver), an early fdatasync every 64 MiB so the final fsync finds
-      // little left, then fsync and rename.
+      // Written the way the cache writes a download (FileSink): the chunks as they come (a whole
+      // object straight from the S3 driver's reused read buffers, through readTo), an early
+      // fdatasync every 64 MiB so the final fsync finds little left, then fsync and rename.
       const fd = openSync(temp, 'wx', 0o644);
       const sink = new FileSink(fd);
       let open = true;
       try {
-        for await (const chunk of stream as AsyncIterable<Buffer>) await sink.data(chunk);
+        if (range) {
+          const stream = await stage.openRange(location, range.start, range.end, { signal });
+          await streamToSink(stream)(sink);
+        } else {
+          await stage.readTo(location, sink, { signal });
+        }
         await sink.finish();
         open = false;
         closeSync(fd);
         await rename(temp, target);
       } catch (error) {
-        stream.destroy();
         if (open) {
           await sink.settle();
           closeSync(fd);

@@ -57,6 +57,7 @@ import {
 } from '../../drivers/s3/parts.js';
 import type { ByteRange, GetResult } from '../driver.js';
 import { ObjectIntegrityError, type ProvcatError, StoreError } from '../errors.js';
+import type { BodySink } from '../net/http1-download.js';
 import {
   type Checkpoint,
   CheckpointWriter,
@@ -93,7 +94,7 @@ import {
   type UploadOptions,
   type UploadSource,
 } from './stage.js';
-import { StageBase } from './stage-base.js';
+import { StageBase, streamToSink } from './stage-base.js';
 
 const debug = debuglog('provcat:lake');
 
@@ -763,6 +764,17 @@ export class S3Stage extends StageBase implements ManagedStage {
     signal: AbortSignal | undefined,
   ): Promise<Readable> {
     return (await this.get(key, undefined, signal)).body;
+  }
+
+  /** A lean GET's body goes to the sink in its reused read buffers (no copy per chunk). */
+  protected override async openWholeSink(
+    key: string,
+    _location: DataLocation,
+    signal: AbortSignal | undefined,
+  ): Promise<(sink: BodySink) => Promise<void>> {
+    const out = await this.get(key, undefined, signal);
+    const pipeTo = out.pipeTo;
+    return pipeTo === undefined ? streamToSink(out.body) : (sink) => pipeTo(sink);
   }
 
   protected async readRange(

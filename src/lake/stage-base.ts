@@ -6,16 +6,31 @@
  * all before any I/O — then ask the backend for one stream and wrap it in the verifying wrappers
  * of verify.ts. Only the backend call differs (a file read, a GET), so a stage implements just
  * {@link StageBase.readWhole} and {@link StageBase.readRange}, and the order of the checks
- * cannot drift between stages.
+ * cannot drift between stages. `readTo` is `open` delivered to a sink instead of a stream; a
+ * backend that can deliver into reused buffers (the S3 driver's lean GET) overrides
+ * {@link StageBase.openWholeSink} so no chunk is copied on the way.
  *
  * @module
  */
 import { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
+import { ObjectIntegrityError } from '../errors.js';
+import type { BodySink } from '../net/http1-download.js';
 import { abortError } from './errors.js';
 import { checkDataLocation, type DataLocation } from './location.js';
 import { checkRange, type ReadOptions } from './stage.js';
-import { capRange, verifyWhole } from './verify.js';
+import { capRange, VerifyingSink, verifyWhole } from './verify.js';
+
+/** Deliver a stream to a sink chunk by chunk (the stream is destroyed at the end either way). */
+export function streamToSink(body: Readable): (sink: BodySink) => Promise<void> {
+  return async (sink) => {
+    try {
+      for await (const chunk of body as AsyncIterable<Buffer>) await sink.data(chunk);
+    } finally {
+      body.destroy();
+    }
+  };
+}
 
 /** The shared read path of the stages; see the module comment. */
 export abstract class StageBase {
@@ -63,6 +78,47 @@ export abstract class StageBase {
       sha256: loc.sha256,
       signal: options.signal,
     });
+  }
+
+  /**
+   * The whole object at `where`, ready to be delivered to a sink (the same backend read as
+   * {@link readWhole}; a missing object rejects here). Default: the stream of `readWhole`,
+   * chunk by chunk.
+   */
+  protected async openWholeSink(
+    where: string,
+    location: DataLocation,
+    signal: AbortSignal | undefined,
+  ): Promise<(sink: BodySink) => Promise<void>> {
+    return streamToSink(await this.readWhole(where, location, signal));
+  }
+
+  /**
+   * {@link open} delivered to `sink` instead of a stream: resolves once exactly `sizeBytes`
+   * bytes with the declared SHA-256 went to `sink`; rejects with `ObjectIntegrityError`
+   * (`TooLong`, `PrematureEof` — also for a backend cut off mid-body —, `DigestMismatch`), the
+   * sink's own error, or an AbortError. `sink` sees bytes before the digest is known, so it
+   * must keep them provisional (a temp file) until this resolves. A chunk is valid only until
+   * its `data` call resolves: it may be a reused read buffer.
+   */
+  async readTo(location: DataLocation, sink: BodySink, options: ReadOptions = {}): Promise<void> {
+    const loc = checkDataLocation(location);
+    const where = this.resolve(loc.uri);
+    if (options.signal?.aborted) throw abortError(options.signal);
+    const pipe = await this.openWholeSink(where, loc, options.signal);
+    const verifier = new VerifyingSink(sink, {
+      uri: loc.uri,
+      expected: loc.sizeBytes,
+      sha256: loc.sha256,
+    });
+    try {
+      await pipe(verifier);
+    } catch (error) {
+      if (options.signal?.aborted) throw abortError(options.signal);
+      if (error instanceof ObjectIntegrityError || verifier.raisedBySink(error)) throw error;
+      throw verifier.cutShort(error instanceof Error ? error : new Error(String(error)));
+    }
+    verifier.end();
   }
 
   /** {@link open} as a web `ReadableStream` (the same checks; errors surface on the stream). */

@@ -10,6 +10,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
+import type { BodySink } from '../net/http1-download.js';
 import type { ProgressCallback } from '../store.js';
 import type { StageDescriptor } from './descriptor.js';
 import { InvalidRange, StageConfigError } from './errors.js';
@@ -77,6 +78,15 @@ export interface ManagedStage {
 
   /** Open a location for a verified sequential read (see the interface comment). */
   open(location: DataLocation, options?: ReadOptions): Promise<Readable>;
+
+  /**
+   * {@link open} delivered to a sink (src/net/http1-download.ts `BodySink`) instead of a
+   * stream: resolves once the whole object went to `sink` and verified; rejects like the
+   * stream of `open` fails. `sink` sees bytes before the digest is known (keep them
+   * provisional until this resolves); a chunk is valid only until its `data` call resolves.
+   * On S3 the body goes to the sink in the driver's reused read buffers, with no copy.
+   */
+  readTo(location: DataLocation, sink: BodySink, options?: ReadOptions): Promise<void>;
 
   /** {@link open} as a web `ReadableStream` (the same checks; errors surface on the stream). */
   openWeb(location: DataLocation, options?: ReadOptions): Promise<ReadableStream<Uint8Array>>;

@@ -22,6 +22,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { type Readable, Transform, type TransformCallback } from 'node:stream';
 import { ObjectIntegrityError } from '../errors.js';
+import type { BodySink } from '../net/http1-download.js';
 import { abortError } from './errors.js';
 
 interface CapOptions {
@@ -33,37 +34,38 @@ interface CapOptions {
   signal?: AbortSignal | undefined;
 }
 
-class CappedVerifier extends Transform {
-  private delivered = 0;
+/** What both verifiers keep: the bytes delivered, the running SHA-256, and their errors. */
+class Tally {
+  delivered = 0;
   private readonly hash: Hash | undefined;
   constructor(private readonly options: CapOptions) {
-    super();
     this.hash = options.sha256 === undefined ? undefined : createHash('sha256');
   }
 
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+  /**
+   * The part of `chunk` that may be delivered (counted and hashed here), and `TooLong` when the
+   * chunk runs past the cap: nothing beyond it is ever delivered, the excess only proves the
+   * object is too long.
+   */
+  take(chunk: Buffer): { part: Buffer; tooLong: ObjectIntegrityError | undefined } {
     const { expected, uri } = this.options;
     const room = expected - this.delivered;
-    if (chunk.length > room) {
-      // Deliver nothing beyond the cap: the excess only proves the object is too long.
-      if (room > 0) this.deliver(chunk.subarray(0, room));
-      callback(
-        new ObjectIntegrityError('TooLong', `${uri} has more than the declared ${expected} bytes`, {
-          uri,
-          expected,
-          observed: this.delivered + (chunk.length - room),
-        }),
-      );
-      return;
-    }
-    this.deliver(chunk);
-    callback();
-  }
-
-  private deliver(bytes: Buffer): void {
-    this.delivered += bytes.length;
-    this.hash?.update(bytes);
-    this.push(bytes);
+    const part = chunk.length > room ? chunk.subarray(0, Math.max(0, room)) : chunk;
+    const tooLong =
+      chunk.length > room
+        ? new ObjectIntegrityError(
+            'TooLong',
+            `${uri} has more than the declared ${expected} bytes`,
+            {
+              uri,
+              expected,
+              observed: this.delivered + chunk.length,
+            },
+          )
+        : undefined;
+    this.delivered += part.length;
+    this.hash?.update(part);
+    return { part, tooLong };
   }
 
   /** The error for a backend that failed before delivering every expected byte. */
@@ -76,32 +78,50 @@ class CappedVerifier extends Transform {
     );
   }
 
-  override _flush(callback: TransformCallback): void {
+  /** At the backend's end: `PrematureEof`, `DigestMismatch`, or `undefined` when all is well. */
+  endError(): ObjectIntegrityError | undefined {
     const { expected, uri, sha256 } = this.options;
     if (this.delivered < expected) {
-      callback(
-        new ObjectIntegrityError(
-          'PrematureEof',
-          `${uri} ended after ${this.delivered} of ${expected} bytes`,
-          { uri, expected, observed: this.delivered },
-        ),
+      return new ObjectIntegrityError(
+        'PrematureEof',
+        `${uri} ended after ${this.delivered} of ${expected} bytes`,
+        { uri, expected, observed: this.delivered },
       );
-      return;
     }
     if (this.hash !== undefined && sha256 !== undefined) {
       const actual = this.hash.digest('hex');
       if (actual !== sha256) {
-        callback(
-          new ObjectIntegrityError(
-            'DigestMismatch',
-            `${uri} has SHA-256 ${actual}, not the declared ${sha256}`,
-            { uri },
-          ),
+        return new ObjectIntegrityError(
+          'DigestMismatch',
+          `${uri} has SHA-256 ${actual}, not the declared ${sha256}`,
+          { uri },
         );
-        return;
       }
     }
-    callback();
+    return undefined;
+  }
+}
+
+class CappedVerifier extends Transform {
+  private readonly tally: Tally;
+  constructor(options: CapOptions) {
+    super();
+    this.tally = new Tally(options);
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    const { part, tooLong } = this.tally.take(chunk);
+    if (part.length > 0) this.push(part);
+    callback(tooLong);
+  }
+
+  /** The error for a backend that failed before delivering every expected byte. */
+  cutShort(cause: Error): ObjectIntegrityError {
+    return this.tally.cutShort(cause);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    callback(this.tally.endError());
   }
 }
 
@@ -150,4 +170,55 @@ export function capRange(
   options: { uri: string; expected: number; signal?: AbortSignal | undefined },
 ): Readable {
   return join(backend, new CappedVerifier(options), options.signal);
+}
+
+/**
+ * The checks of {@link verifyWhole} for a body delivered to a sink instead of read from a
+ * stream (`ManagedStage.readTo`): bytes beyond `expected` are never passed on (`TooLong`);
+ * {@link VerifyingSink.end} raises `PrematureEof` or `DigestMismatch`; a backend failure after
+ * some bytes becomes `PrematureEof` with the counts ({@link VerifyingSink.cutShort}). Chunks go
+ * to `sink` as they come, so `sink` sees bytes before the digest is known: it must keep them
+ * provisional (a temp file, as `cat -o` does) until `end` returned.
+ */
+export class VerifyingSink implements BodySink {
+  private readonly tally: Tally;
+  private sinkError: unknown;
+  readonly batchBytes: number | undefined;
+
+  constructor(
+    private readonly sink: BodySink,
+    options: { uri: string; expected: number; sha256: string },
+  ) {
+    this.tally = new Tally(options);
+    this.batchBytes = sink.batchBytes;
+  }
+
+  async data(chunk: Buffer): Promise<void> {
+    const { part, tooLong } = this.tally.take(chunk);
+    if (part.length > 0) {
+      try {
+        await this.sink.data(part);
+      } catch (error) {
+        this.sinkError = error;
+        throw error;
+      }
+    }
+    if (tooLong) throw tooLong;
+  }
+
+  /** True when `error` came from the downstream sink itself (not from the backend). */
+  raisedBySink(error: unknown): boolean {
+    return this.sinkError !== undefined && error === this.sinkError;
+  }
+
+  /** The error for a backend that failed before delivering every expected byte. */
+  cutShort(cause: Error): ObjectIntegrityError {
+    return this.tally.cutShort(cause);
+  }
+
+  /** After the backend's last byte: throws unless exactly `expected` bytes with the SHA-256. */
+  end(): void {
+    const error = this.tally.endError();
+    if (error) throw error;
+  }
 }
