@@ -34,6 +34,7 @@ export type {
   VersionRecord,
 } from './driver.js';
 export { type Entry, type EntryJson, entryToJson } from './entry.js';
+export type { BodySink } from './net/http1-download.js';
 export {
   Exists,
   exitCodeOf,
