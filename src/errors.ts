@@ -106,3 +106,17 @@ export function isAbort(error: unknown): boolean {
     (error.name === 'AbortError' || (error as { code?: string }).code === 'ABORT_ERR')
   );
 }
+
+/**
+ * The error a call rejects with when its AbortSignal fired: the signal's reason when that is
+ * already an AbortError, else an AbortError (`code` `ABORT_ERR`) whose `cause` is the reason.
+ * {@link isAbort} is true for it.
+ */
+export function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error && reason.name === 'AbortError') return reason;
+  const error = new Error('The operation was aborted', { cause: reason });
+  error.name = 'AbortError';
+  (error as Error & { code: string }).code = 'ABORT_ERR';
+  return error;
+}

@@ -34,7 +34,6 @@ export type {
   VersionRecord,
 } from './driver.js';
 export { type Entry, type EntryJson, entryToJson } from './entry.js';
-export type { BodySink } from './net/http1-download.js';
 export {
   Exists,
   exitCodeOf,
@@ -48,6 +47,7 @@ export {
   UriError,
 } from './errors.js';
 export * from './lake/index.js';
+export type { BodySink } from './net/http1-download.js';
 export {
   type CallOptions,
   type FetchOptions,

@@ -44,15 +44,5 @@ export class CheckpointError extends ProvcatError {
 // uploaded; a SourceError).
 export { PartLimitExceeded, SourceChanged } from '../../drivers/s3/parts.js';
 
-/**
- * The error an upload or read rejects with when its AbortSignal fired: the signal's reason
- * when that is already an AbortError, else an AbortError whose `cause` is the reason.
- */
-export function abortError(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  if (reason instanceof Error && reason.name === 'AbortError') return reason;
-  const error = new Error('The operation was aborted', { cause: reason });
-  error.name = 'AbortError';
-  (error as Error & { code: string }).code = 'ABORT_ERR';
-  return error;
-}
+/** The error an upload or read rejects with when its AbortSignal fired (src/errors.ts). */
+export { abortError } from '../errors.js';

@@ -48,7 +48,7 @@ import net from 'node:net';
 import { Readable } from 'node:stream';
 import tls from 'node:tls';
 import { debuglog } from 'node:util';
-import { StoreError } from '../errors.js';
+import { abortError, StoreError } from '../errors.js';
 
 const debug = debuglog('provcat:http1');
 
@@ -804,16 +804,6 @@ class Transfer implements ConnectionOwner {
     this.options.signal?.removeEventListener('abort', this.onAbort);
     this.conn.setIdleTimeout(0);
   }
-}
-
-/** The error an abort rejects with: the signal's reason if it is an AbortError, else one. */
-function abortError(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  if (reason instanceof Error && reason.name === 'AbortError') return reason;
-  const error = new Error('The operation was aborted', { cause: reason });
-  error.name = 'AbortError';
-  (error as Error & { code: string }).code = 'ABORT_ERR';
-  return error;
 }
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
