@@ -8,6 +8,8 @@
  * @module
  */
 import { setMaxListeners } from 'node:events';
+import { debuglog } from 'node:util';
+import { abortError } from './errors.js';
 
 /** Run `fn(item, signal)` for every item, at most `limit` at a time. */
 export async function forEachLimit<T>(
@@ -44,4 +46,42 @@ export async function forEachLimit<T>(
   }
   if (failure) throw failure.error;
   signal?.throwIfAborted();
+}
+
+const debug = debuglog('provcat:abort');
+
+/** The abort is the outcome the caller gets; the abandoned call's own failure is only logged. */
+function abandon(promise: Promise<unknown>): void {
+  promise.catch((error: unknown) => debug('call abandoned after abort failed: %s', String(error)));
+}
+
+/**
+ * Resolve with `promise`, or reject with an AbortError ({@link abortError}) as soon as `signal`
+ * aborts. For calls that cannot be interrupted themselves (a read from a stream that never
+ * produces data, a wait for a free slot): the abandoned call settles on its own, once the
+ * caller closes whatever it was reading.
+ */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) {
+    abandon(promise);
+    return Promise.reject(abortError(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      abandon(promise);
+      reject(abortError(signal));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }

@@ -6,18 +6,10 @@ import { mkdtempSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { S3Store } from '../drivers/s3/index.js';
 import { forEachLimit } from '../src/concurrency.js';
-import {
-  describeS3,
-  emptyBucket,
-  removeBucket,
-  s3TestTarget,
-  testS3Client,
-  uniqueBucketName,
-} from './setup/s3.js';
+import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
 
 describeS3('s3 folder fetch of 1,000 small objects', () => {
   let bucket = '';
@@ -25,14 +17,8 @@ describeS3('s3 folder fetch of 1,000 small objects', () => {
   const N = 1000;
 
   beforeAll(async () => {
-    const t = s3TestTarget();
-    bucket = t.kind === 'aws' ? (t.bucket as string) : uniqueBucketName('f');
+    bucket = await createTestBucket('f');
     prefix = `fetch-${Date.now()}/`;
-    if (t.kind === 'ceph') {
-      const c = testS3Client();
-      await c.send(new CreateBucketCommand({ Bucket: bucket }));
-      c.destroy();
-    }
     const seeder = new S3Store({ cache: mkdtempSync(path.join(tmpdir(), 'provcat-s3f-')) });
     const keys = Array.from({ length: N }, (_, i) => `${prefix}d${i % 10}/f${i}.txt`);
     await forEachLimit(keys, 32, async (key) => {
@@ -40,12 +26,7 @@ describeS3('s3 folder fetch of 1,000 small objects', () => {
     });
   }, 180_000);
 
-  afterAll(async () => {
-    const c = testS3Client();
-    if (s3TestTarget().kind === 'ceph') await removeBucket(c, bucket);
-    else await emptyBucket(c, bucket, prefix);
-    c.destroy();
-  }, 180_000);
+  afterAll(() => dropTestBucket(bucket, prefix), 180_000);
 
   it('fetches with at most `concurrency` GETs in flight, then refetches nothing from one listing', async () => {
     const cache = mkdtempSync(path.join(tmpdir(), 'provcat-s3f-'));

@@ -9,16 +9,15 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { CreateBucketCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseListPage, pathStyleRoute } from '../drivers/s3/lean.js';
 import {
+  createTestBucket,
   describeS3,
-  emptyBucket,
-  removeBucket,
+  dropTestBucket,
   s3TestTarget,
   testS3Client,
-  uniqueBucketName,
 } from './setup/s3.js';
 
 const run = promisify(execFile);
@@ -160,11 +159,9 @@ describeS3('lean reads against the server', () => {
   };
 
   beforeAll(async () => {
-    const t = s3TestTarget();
-    bucket = t.kind === 'aws' ? (t.bucket as string) : uniqueBucketName('lean');
+    bucket = await createTestBucket('lean');
     prefix = `lean-${Date.now()}/`;
     const c = testS3Client();
-    if (t.kind === 'ceph') await c.send(new CreateBucketCommand({ Bucket: bucket }));
     await c.send(
       new PutObjectCommand({ Bucket: bucket, Key: `${prefix}a.txt`, Body: 'hello lean' }),
     );
@@ -174,12 +171,7 @@ describeS3('lean reads against the server', () => {
     c.destroy();
   }, 60_000);
 
-  afterAll(async () => {
-    const c = testS3Client();
-    if (s3TestTarget().kind === 'ceph') await removeBucket(c, bucket);
-    else await emptyBucket(c, bucket, prefix);
-    c.destroy();
-  }, 60_000);
+  afterAll(() => dropTestBucket(bucket, prefix), 60_000);
 
   it('stat, list, fetch, refetch and ranges answer right without loading the SDK client', async (ctx) => {
     const t = s3TestTarget();

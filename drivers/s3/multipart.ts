@@ -46,11 +46,12 @@
  */
 import { Readable } from 'node:stream';
 import type { CompletedPart, S3Client } from '@aws-sdk/client-s3';
+import { raceAbort } from '../../src/concurrency.js';
 import { isAbort, type ProvcatError, StoreError } from '../../src/errors.js';
 import { MAX_PARTS, partSizeFor } from './config.js';
 import { errorName, mapS3Error, s3UriText, statusOf } from './errors.js';
 import { copySource } from './keys.js';
-import { abortable, type Part, PartLimitExceeded, type PartSource, SourceError } from './parts.js';
+import { type Part, PartLimitExceeded, type PartSource, SourceError } from './parts.js';
 import type { S3Sdk } from './sdk.js';
 
 /** What a multipart operation needs: the client, the SDK module, where, and a debug log. */
@@ -330,7 +331,7 @@ class Slots {
 
   async acquire(signal: AbortSignal): Promise<void> {
     while (this.used >= this.limit) {
-      await abortable(
+      await raceAbort(
         new Promise<void>((resolve) => {
           this.waiters.push(resolve);
         }),
@@ -390,7 +391,7 @@ function retryable(error: unknown): boolean {
 /** Wait `ms`, or reject when `signal` aborts. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  return abortable(
+  return raceAbort(
     new Promise<void>((resolve) => {
       timer = setTimeout(resolve, ms);
     }),

@@ -33,6 +33,7 @@ import { createHash, type Hash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
+import { raceAbort } from '../../src/concurrency.js';
 import { ProvcatError } from '../../src/errors.js';
 
 /** A failure of the upload's source (the file or stream being uploaded), not of the store. */
@@ -110,31 +111,6 @@ export interface DigestOptions {
   partDigests?: boolean | undefined;
 }
 
-/** Resolve with `promise`, or reject with the signal's reason as soon as it aborts. */
-export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    promise.catch(() => {}); // settled later, by closing what it reads; its outcome is moot
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => {
-      promise.catch(() => {}); // as above
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
-
 function message(cause: unknown): string {
   return cause instanceof Error ? cause.message : String(cause);
 }
@@ -165,7 +141,7 @@ class Signal {
     for (const wake of waiters) wake();
   }
   wait(signal: AbortSignal): Promise<void> {
-    return abortable(
+    return raceAbort(
       new Promise<void>((resolve) => {
         this.waiters.push(resolve);
       }),
@@ -635,7 +611,7 @@ export class BufferedParts implements PartSource {
     const buffer = this.reader.buffered ? pool.take(partSize) : undefined;
     let data: Uint8Array;
     try {
-      data = await abortable(this.reader.read(buffer, partSize), signal);
+      data = await raceAbort(this.reader.read(buffer, partSize), signal);
     } catch (error) {
       // The read may still be writing into the buffer: it is never handed out again.
       this.ended = true;

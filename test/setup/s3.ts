@@ -20,6 +20,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   AbortMultipartUploadCommand,
+  CreateBucketCommand,
   DeleteBucketCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
@@ -171,4 +172,33 @@ async function deleteVersions(
 export async function removeBucket(client: S3Client, bucket: string): Promise<void> {
   await emptyBucket(client, bucket);
   await client.send(new DeleteBucketCommand({ Bucket: bucket }));
+}
+
+/**
+ * A bucket for one test file: on Ceph a new one named after `label`; on AWS the target's
+ * versioned bucket (tests then work under their own prefix in it). Pair with
+ * {@link dropTestBucket}.
+ */
+export async function createTestBucket(label: string): Promise<string> {
+  const t = s3TestTarget();
+  if (t.kind === 'aws') return t.bucket as string;
+  const bucket = uniqueBucketName(label);
+  const c = testS3Client();
+  try {
+    await c.send(new CreateBucketCommand({ Bucket: bucket }));
+  } finally {
+    c.destroy();
+  }
+  return bucket;
+}
+
+/** Undo {@link createTestBucket}: remove the bucket on Ceph, empty `prefix` in it on AWS. */
+export async function dropTestBucket(bucket: string, prefix: string): Promise<void> {
+  const c = testS3Client();
+  try {
+    if (s3TestTarget().kind === 'ceph') await removeBucket(c, bucket);
+    else await emptyBucket(c, bucket, prefix);
+  } finally {
+    c.destroy();
+  }
 }
