@@ -28,7 +28,11 @@
  *   has sent one, requests of that kind to that bucket go through the SDK;
  * - failures: a lean request that fails before its body starts (any status but 200/206, a network
  *   error, missing credentials, an abort) is handed to the SDK, whose retries, abort handling
- *   and the driver's one error mapping then decide. A failure after a GET's body started
+ *   and the driver's one error mapping then decide. One exception: a HEAD answered 404 throws a
+ *   {@link LeanHttpError} shaped like the SDK's own error for it (`NotFound`, status 404: a HEAD
+ *   has no error body, so the SDK knows no more than the status either), which the driver maps
+ *   with the same one mapping. Asking "is it there?" of a missing key is common (`stat` of a
+ *   folder name, `exists`) and must not load the SDK client (~0.25 s) to hear "no" again. A failure after a GET's body started
  *   surfaces on the body stream, as with the SDK. A listing page that fails at any point, or
  *   does not parse, is asked again through the SDK (a page is idempotent).
  *
@@ -51,6 +55,20 @@ import {
   openDownload,
 } from '../../src/net/http1-download.js';
 import { encodeKeyPath } from './keys.js';
+
+/**
+ * A status the lean path answers itself, shaped like the SDK's service error for it (`name`,
+ * `$metadata.httpStatusCode`), so the driver's one error mapping (errors.ts) treats both alike.
+ */
+export class LeanHttpError extends Error {
+  /** The SDK's error metadata: the HTTP status. */
+  readonly $metadata: { httpStatusCode: number };
+  constructor(status: number, name: string, message: string) {
+    super(message);
+    this.name = name;
+    this.$metadata = { httpStatusCode: status };
+  }
+}
 
 /** The SHA-256 of an empty body: GET requests carry it as `x-amz-content-sha256`. */
 const EMPTY_SHA256 = createHash('sha256').update('').digest('hex');
@@ -357,8 +375,8 @@ export class LeanPath {
 
   /**
    * HeadObject sent lean: the response headers of a 200, or `undefined` when the SDK should send
-   * the request instead (no route, any other status — a 404 is then raised by the SDK path with
-   * the driver's one error mapping —, a failure, an abort). Never throws.
+   * the request instead (no route, any other status but 404, a failure, an abort). A 404 throws
+   * a {@link LeanHttpError} `NotFound` (what the SDK raises for it); nothing else throws.
    */
   async head(
     bucket: string,
@@ -373,6 +391,9 @@ export class LeanPath {
     if (res === undefined) return undefined;
     res.resume();
     if (res.statusCode === 200) return res.headers;
+    if (res.statusCode === 404) {
+      throw new LeanHttpError(404, 'NotFound', `HEAD ${route.url.origin}: HTTP 404`);
+    }
     this.debug(`lean head ${bucket}/${key}: HTTP ${res.statusCode}; asking the SDK`);
     return undefined;
   }

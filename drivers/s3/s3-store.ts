@@ -429,7 +429,8 @@ export class S3Store extends ObjectStore {
 
   /**
    * Run one S3 interaction: offline check, then `lean` (when the store has a lean path and one is
-   * given; its `undefined` means "ask the SDK"), else the client and SDK with the error mapping.
+   * given; its `undefined` means "ask the SDK", its error is mapped as the SDK's would be), else
+   * the client and SDK with the error mapping.
    */
   private async call<T>(
     context: S3ErrorContext,
@@ -443,7 +444,13 @@ export class S3Store extends ObjectStore {
       );
     }
     if (lean && this.lean) {
-      const answer = await lean(this.lean);
+      let answer: T | undefined;
+      try {
+        answer = await lean(this.lean);
+      } catch (error) {
+        // The lean path throws only for a status it answers itself (a HEAD's 404).
+        throw this.mapError(error, context);
+      }
       if (answer !== undefined) return answer;
     }
     const [client, sdk] = await Promise.all([this.client(), loadS3Sdk()]);
