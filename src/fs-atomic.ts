@@ -12,9 +12,18 @@ import path from 'node:path';
 /** The name prefix of temp files; anything starting with it is never a finished file. */
 export const TEMP_PREFIX = '.tmp-';
 
+/**
+ * This process's part of temp names: random once (hosts sharing a cache on a network disk may
+ * reuse a pid), then a counter. A fresh random name per file cost ~46 µs of CPU each, ~5% of a
+ * cold fetch of small files; every temp is still opened with O_EXCL.
+ */
+const TEMP_STEM = `${randomBytes(6).toString('hex')}-${process.pid.toString(36)}-`;
+let tempCount = 0;
+
 /** A temp path beside `target`, unique per call. */
 export function tempPathFor(target: string): string {
-  return path.join(path.dirname(target), `${TEMP_PREFIX}${randomBytes(8).toString('hex')}`);
+  tempCount += 1;
+  return path.join(path.dirname(target), `${TEMP_PREFIX}${TEMP_STEM}${tempCount.toString(36)}`);
 }
 
 /** fsync a directory so a rename inside it is durable. */

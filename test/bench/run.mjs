@@ -675,6 +675,24 @@ function folderTools(folder, { aws = true, signer = false } = {}) {
     ]),
   ];
   if (signer) {
+    // Not a target, a yardstick: rclone's copy made as durable as provcat's (which fsyncs every
+    // file before it becomes visible) by one `syncfs` of the destination's filesystem after it.
+    tools.push(
+      dirTool(
+        'rclone copy + sync -f (durable)',
+        (dir) => [
+          'sh',
+          '-c',
+          'rclone copy --transfers 16 --checkers 16 "$1" "$2" && sync -f "$2"',
+          'sh',
+          `ceph:${SMALL_BUCKET}/${folder.prefix}`,
+          dir,
+        ],
+        {
+          shown: `rclone copy --transfers 16 --checkers 16 ceph:${SMALL_BUCKET}/${folder.prefix} $DEST && sync -f $DEST`,
+        },
+      ),
+    );
     tools.push(
       dirTool('SDK signer + node:http loop', (dir) => [
         'node',
@@ -1058,6 +1076,12 @@ try {
         fileTool('curl (presigned URL)', (file) => ['curl', '-sS', '--fail', '-o', file, url], {
           shown: 'curl -sS --fail -o $DEST "$PRESIGNED_URL"',
         }),
+        // Not a target, a yardstick: curl's file made durable (fsync) as provcat's blob is.
+        fileTool(
+          'curl + sync FILE (durable)',
+          (file) => ['sh', '-c', 'curl -sS --fail -o "$1" "$2" && sync "$1"', 'sh', file, url],
+          { shown: 'curl -sS --fail -o $DEST "$PRESIGNED_URL" && sync $DEST' },
+        ),
         fileTool(
           'rclone copyto',
           (file) => ['rclone', 'copyto', `ceph:${bigBucket}/${key}`, file],
