@@ -13,14 +13,19 @@
  * are then merged by that sequence: exactly the store's order. If the counts disagree, the
  * listing is refused (fail closed), never guessed.
  *
+ * This is the SDK path. The lean path (lean.ts `parseVersionPage`) reads the entries in document
+ * order directly; {@link sdkVersionPage} puts the SDK's answer in the same shape.
+ *
  * @module
  */
 import type {
   DeleteMarkerEntry,
   ListObjectVersionsCommand,
+  ListObjectVersionsCommandOutput,
   ObjectVersion,
 } from '@aws-sdk/client-s3';
 import { StoreError } from '../../src/errors.js';
+import type { LeanVersionEntry, LeanVersionPage } from './lean.js';
 
 /** One entry of a version listing page, in the store's order. */
 export type VersionEntry =
@@ -89,4 +94,39 @@ export function mergeVersionPage(
     );
   }
   return out;
+}
+
+/**
+ * The SDK's ListObjectVersions answer as a lean page (keys as sent), entries in the store's
+ * order. StoreError for an entry without a key or version ID, or a page whose order is unknown.
+ */
+export function sdkVersionPage(
+  r: ListObjectVersionsCommandOutput,
+  recorder: OrderRecorder,
+): LeanVersionPage {
+  const entries = mergeVersionPage(r.Versions ?? [], r.DeleteMarkers ?? [], recorder).map(
+    (item): LeanVersionEntry => {
+      const e = item.entry;
+      if (e.Key === undefined || e.VersionId === undefined) {
+        throw new StoreError('a version listing entry without a key or version ID');
+      }
+      const version = item.kind === 'version' ? item.entry : undefined;
+      return {
+        kind: item.kind,
+        key: e.Key,
+        versionId: e.VersionId,
+        isLatest: e.IsLatest === true,
+        lastModified: e.LastModified,
+        size: version ? (version.Size ?? 0) : undefined,
+        etag: version?.ETag,
+      };
+    },
+  );
+  return {
+    encodingType: r.EncodingType,
+    entries,
+    isTruncated: r.IsTruncated === true,
+    nextKeyMarker: r.NextKeyMarker,
+    nextVersionIdMarker: r.NextVersionIdMarker,
+  };
 }

@@ -81,6 +81,7 @@ const ROUTE_KIND: Record<string, 'object' | 'bucket'> = {
   GetObjectCommand: 'object',
   HeadObjectCommand: 'object',
   ListObjectsV2Command: 'bucket',
+  ListObjectVersionsCommand: 'bucket',
 };
 
 /** Where the SDK sends a bucket's requests of one kind, and how it signs them. */
@@ -137,6 +138,42 @@ export interface LeanListOptions {
   delimiter?: string | undefined;
   maxKeys: number;
   token?: string | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * One entry of a ListObjectVersions page, in the page's own order (key order, newest first
+ * within a key, versions and delete markers interleaved as the store sent them). The key is as
+ * sent (URL-encoded with `encoding-type=url`).
+ */
+export interface LeanVersionEntry {
+  kind: 'version' | 'marker';
+  key: string;
+  versionId: string;
+  isLatest: boolean;
+  lastModified: Date | undefined;
+  /** Bytes of a version; `undefined` for a delete marker. */
+  size: number | undefined;
+  /** The ETag of a version as sent (quoted); `undefined` for a delete marker. */
+  etag: string | undefined;
+}
+
+/** One page of a ListObjectVersions listing, as {@link parseVersionPage} reads it. */
+export interface LeanVersionPage {
+  encodingType: string | undefined;
+  entries: LeanVersionEntry[];
+  isTruncated: boolean;
+  nextKeyMarker: string | undefined;
+  nextVersionIdMarker: string | undefined;
+}
+
+/** Options of one lean version listing page. */
+export interface LeanVersionOptions {
+  prefix: string;
+  keyMarker?: string | undefined;
+  versionIdMarker?: string | undefined;
+  /** At most this many entries (the store's default, 1,000, when absent). */
+  maxKeys?: number | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -404,8 +441,6 @@ export class LeanPath {
    * Never throws.
    */
   async listPage(bucket: string, options: LeanListOptions): Promise<LeanListPage | undefined> {
-    const route = this.route('bucket', bucket);
-    if (!route) return undefined;
     const query: Record<string, string> = {
       'list-type': '2',
       'encoding-type': 'url',
@@ -414,22 +449,53 @@ export class LeanPath {
     if (options.prefix !== '') query.prefix = options.prefix;
     if (options.delimiter !== undefined) query.delimiter = options.delimiter;
     if (options.token !== undefined) query['continuation-token'] = options.token;
-    const res = await this.send('GET', route, '', query, {}, options.signal);
+    return this.xmlPage(bucket, 'list', query, parseListPage, options.signal);
+  }
+
+  /**
+   * One ListObjectVersions page (`encoding-type=url`) sent lean and parsed, or `undefined` when
+   * the SDK should ask for it instead (no route yet, any failure, a body that does not parse).
+   * Never throws. The SDK's parser is most of a commit's CPU (two listings of every version);
+   * this one reads the entries in document order, so no order has to be recovered (history.ts).
+   */
+  async listVersionsPage(
+    bucket: string,
+    options: LeanVersionOptions,
+  ): Promise<LeanVersionPage | undefined> {
+    const query: Record<string, string> = { versions: '', 'encoding-type': 'url' };
+    if (options.prefix !== '') query.prefix = options.prefix;
+    if (options.keyMarker !== undefined) query['key-marker'] = options.keyMarker;
+    if (options.versionIdMarker !== undefined) {
+      query['version-id-marker'] = options.versionIdMarker;
+    }
+    if (options.maxKeys !== undefined) query['max-keys'] = String(options.maxKeys);
+    return this.xmlPage(bucket, 'list versions', query, parseVersionPage, options.signal);
+  }
+
+  /** GET a bucket-level XML answer and parse it; `undefined` (logged) for anything unexpected. */
+  private async xmlPage<T>(
+    bucket: string,
+    what: string,
+    query: Record<string, string>,
+    parse: (xml: string) => T | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<T | undefined> {
+    const route = this.route('bucket', bucket);
+    if (!route) return undefined;
+    const res = await this.send('GET', route, '', query, {}, signal);
     if (res === undefined) return undefined;
     try {
       const chunks: Buffer[] = [];
       for await (const chunk of res as AsyncIterable<Buffer>) chunks.push(chunk);
       if (res.statusCode !== 200) {
-        this.debug(`lean list ${bucket}: HTTP ${res.statusCode}; asking the SDK`);
+        this.debug(`lean ${what} ${bucket}: HTTP ${res.statusCode}; asking the SDK`);
         return undefined;
       }
-      const page = parseListPage(Buffer.concat(chunks).toString('utf8'));
-      if (!page) this.debug(`lean list ${bucket}: an answer it does not read; asking the SDK`);
+      const page = parse(Buffer.concat(chunks).toString('utf8'));
+      if (!page) this.debug(`lean ${what} ${bucket}: an answer it does not read; asking the SDK`);
       return page;
     } catch (error) {
-      if (!options.signal?.aborted) {
-        this.debug(`lean list ${bucket}: ${String(error)}; asking the SDK`);
-      }
+      if (!signal?.aborted) this.debug(`lean ${what} ${bucket}: ${String(error)}; asking the SDK`);
       return undefined;
     }
   }
@@ -622,5 +688,61 @@ export function parseListPage(xml: string): LeanListPage | undefined {
     objects,
     isTruncated: truncated === 'true',
     nextToken: element(outside, 'NextContinuationToken', 0, outside.length),
+  };
+}
+
+/**
+ * Read a ListObjectVersions answer (`ListVersionsResult`): its versions and delete markers in
+ * document order, truncation and next markers, keys left URL-encoded as sent. Returns
+ * `undefined` for anything else — another root element, a CDATA section or comment, an entry
+ * without a key, version ID or IsLatest, a version without a size or ETag — so the SDK reads it
+ * instead (and history.ts recovers the order).
+ */
+export function parseVersionPage(xml: string): LeanVersionPage | undefined {
+  const root = xml.indexOf('<ListVersionsResult');
+  if (root < 0 || xml.includes('<![CDATA[') || xml.includes('<!--')) return undefined;
+  const entries: LeanVersionEntry[] = [];
+  // Versions and delete markers in document order (`<VersionId>` does not match).
+  const tags = /<(Version|DeleteMarker)>/g;
+  for (let m = tags.exec(xml); m !== null; m = tags.exec(xml)) {
+    const kind = m[1] === 'Version' ? 'version' : 'marker';
+    const start = m.index + m[0].length;
+    const end = xml.indexOf(`</${m[1]}>`, start);
+    if (end < 0) return undefined;
+    tags.lastIndex = end;
+    const key = element(xml, 'Key', start, end);
+    const versionId = element(xml, 'VersionId', start, end);
+    const latest = element(xml, 'IsLatest', start, end);
+    const modified = element(xml, 'LastModified', start, end);
+    if (key === undefined || versionId === undefined) return undefined;
+    if (latest !== 'true' && latest !== 'false') return undefined;
+    let size: number | undefined;
+    let etag: string | undefined;
+    if (kind === 'version') {
+      const text = element(xml, 'Size', start, end);
+      etag = element(xml, 'ETag', start, end);
+      if (text === undefined || etag === undefined || !/^\d+$/.test(text)) return undefined;
+      size = Number(text);
+    }
+    entries.push({
+      kind,
+      key,
+      versionId,
+      isLatest: latest === 'true',
+      lastModified: modified === undefined ? undefined : new Date(modified),
+      size,
+      etag,
+    });
+  }
+  // The top-level fields, looked up with the entries cut out (a key cannot hide a tag).
+  const outside = xml.replace(/<(Version|DeleteMarker|CommonPrefixes)>[\s\S]*?<\/\1>/g, '');
+  const truncated = element(outside, 'IsTruncated', 0, outside.length);
+  if (truncated !== 'true' && truncated !== 'false') return undefined;
+  return {
+    encodingType: element(outside, 'EncodingType', 0, outside.length),
+    entries,
+    isTruncated: truncated === 'true',
+    nextKeyMarker: element(outside, 'NextKeyMarker', 0, outside.length),
+    nextVersionIdMarker: element(outside, 'NextVersionIdMarker', 0, outside.length),
   };
 }

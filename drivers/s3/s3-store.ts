@@ -72,7 +72,7 @@ import {
   type S3StoreOptions,
 } from './config.js';
 import { errorName, mapS3Error, type S3ErrorContext, s3UriText, statusOf } from './errors.js';
-import { mergeVersionPage, recordVersionOrder } from './history.js';
+import { recordVersionOrder, sdkVersionPage } from './history.js';
 import { copySource, decodeListedKey } from './keys.js';
 import {
   type LeanListPage,
@@ -930,41 +930,48 @@ export class S3Store extends ObjectStore {
     const state = await this.versioningOf(bucket);
     if (state === 'missing') return;
     await this.requireVersions(bucket, 'history');
-    const sdk = await loadS3Sdk();
     let keyMarker: string | undefined;
     let versionIdMarker: string | undefined;
     for (;;) {
       const context = { bucket, key: prefix, op: 'history' };
-      const command = new sdk.ListObjectVersionsCommand({
-        Bucket: bucket,
-        Prefix: prefix === '' ? undefined : prefix,
-        KeyMarker: keyMarker,
-        VersionIdMarker: versionIdMarker,
-        EncodingType: 'url',
-      });
-      const recorder = recordVersionOrder(command);
-      const r = await this.call(context, (client) =>
-        client.send(command, { abortSignal: options.signal }),
+      const page = await this.call(
+        context,
+        async (client, sdk) => {
+          const command = new sdk.ListObjectVersionsCommand({
+            Bucket: bucket,
+            Prefix: prefix === '' ? undefined : prefix,
+            KeyMarker: keyMarker,
+            VersionIdMarker: versionIdMarker,
+            EncodingType: 'url',
+          });
+          const recorder = recordVersionOrder(command);
+          return sdkVersionPage(
+            await client.send(command, { abortSignal: options.signal }),
+            recorder,
+          );
+        },
+        (lean) =>
+          lean.listVersionsPage(bucket, {
+            prefix,
+            keyMarker,
+            versionIdMarker,
+            signal: options.signal,
+          }),
       );
-      const decode = this.keyDecoder(r.EncodingType, context);
-      for (const item of mergeVersionPage(r.Versions ?? [], r.DeleteMarkers ?? [], recorder)) {
-        const e = item.entry;
-        if (e.Key === undefined || e.VersionId === undefined) {
-          throw new StoreError(`history ${s3UriText(bucket, prefix)}: an entry without key or ID`);
-        }
+      const decode = this.keyDecoder(page.encodingType, context);
+      for (const e of page.entries) {
         yield {
-          key: decode(e.Key),
-          versionId: e.VersionId,
-          size: item.kind === 'version' ? (item.entry.Size ?? 0) : null,
-          current: e.IsLatest === true,
-          etag:
-            item.kind === 'version' && item.entry.ETag ? quotedEtag(item.entry.ETag) : undefined,
-          lastModified: e.LastModified,
+          key: decode(e.key),
+          versionId: e.versionId,
+          size: e.kind === 'version' ? (e.size ?? 0) : null,
+          current: e.isLatest,
+          etag: e.kind === 'version' && e.etag ? quotedEtag(e.etag) : undefined,
+          lastModified: e.lastModified,
         };
       }
-      if (!r.IsTruncated) return;
-      keyMarker = r.NextKeyMarker === undefined ? undefined : decode(r.NextKeyMarker);
-      versionIdMarker = r.NextVersionIdMarker;
+      if (!page.isTruncated) return;
+      keyMarker = page.nextKeyMarker === undefined ? undefined : decode(page.nextKeyMarker);
+      versionIdMarker = page.nextVersionIdMarker;
       if (!keyMarker) {
         throw new StoreError(
           `history ${s3UriText(bucket, prefix)}: truncated page without a marker`,
