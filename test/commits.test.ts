@@ -137,6 +137,10 @@ describe('the commit format', () => {
     expect(textForm.startsWith('{"files":[{"etag":"\\"abc\\"","key":"data/B.csv"')).toBe(true);
     expect(textForm).toContain('"metadata":{"alpha":"2","zeta":"1","Émile":"3"}');
     expect(textForm).not.toMatch(/\s(?=[{}[\]:,"])/);
+    expect(canonicalJson({ b: undefined, a: [1, [], {}], c: { z: undefined } })).toBe(
+      '{"a":[1,[],{}],"c":{}}',
+    );
+    expect(canonicalJson({ '\u{1F600}': 1, '\uFFFF': 2 })).toBe('{"\u{1F600}":1,"\uFFFF":2}');
     const reordered = { ...body, metadata: { Émile: '3', alpha: '2', zeta: '1' } };
     expect(commitBytes(reordered).equals(bytes)).toBe(true);
     const id = sha256Hex(bytes);
