@@ -86,6 +86,26 @@ describe('provcat CLI', () => {
     expect(run('stat', 'local://b/data/sub/b.csv').code).toBe(3);
   });
 
+  it('cache info and cache prune: --json shapes, human lines and usage', () => {
+    const { dir, env, run } = sandbox();
+    const local = path.join(dir, 'a.csv');
+    writeFileSync(local, 'id\n1\n');
+    run('put', local, 'local://b/c/a.csv');
+    expect(run('fetch', 'local://b/c/').code).toBe(0);
+    const info = run('cache', 'info', '--json');
+    expect(info.code, info.err).toBe(0);
+    expect(JSON.parse(info.out)).toEqual({ root: env.PROVCAT_CACHE_DIR, blobs: 1, bytes: 5 });
+    expect(run('cache', 'info').out).toBe(
+      `root   ${env.PROVCAT_CACHE_DIR}\nblobs  1\nbytes  5 B\n`,
+    );
+    const prune = run('cache', 'prune', '--json');
+    expect(prune.code, prune.err).toBe(0);
+    expect(JSON.parse(prune.out)).toEqual({ files: 0, bytes: 0 });
+    expect(run('cache', 'prune').out).toBe('removed 0 file(s), 0 B\n');
+    expect(run('cache', 'info', '--help').out).toMatch(/^usage: provcat cache info \[--json\]\n/);
+    expect(run('cache', 'prune', 'extra').code).toBe(2);
+  });
+
   it('reports errors on stderr as "provcat: <ErrorClass>: <message>" with the fixed exit codes', () => {
     const { run } = sandbox();
     const missing = run('stat', 'local://b/nothing.txt');

@@ -10,12 +10,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
-import {
-  CreateBucketCommand,
-  GetObjectCommand,
-  PutObjectCommand,
-  type S3Client,
-} from '@aws-sdk/client-s3';
+import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { StoreError } from '../src/errors.js';
@@ -34,7 +29,7 @@ import {
   type ResponseHead,
   responseReadable,
 } from '../src/net/http1-download.js';
-import { describeS3, removeBucket, testS3Client, uniqueBucketName } from './setup/s3.js';
+import { createTestBucket, describeS3, dropTestBucket, testS3Client } from './setup/s3.js';
 
 const MiB = 1024 * 1024;
 /** Small buffers, so a few hundred KiB exercise rotation, batching and backpressure. */
@@ -1003,27 +998,25 @@ describe('file sink', () => {
 describeS3('http1 download against S3 (presigned GetObject)', () => {
   let client: S3Client;
   let bucket = '';
+  // On AWS the shared bucket: everything this suite writes stays below `prefix`.
+  const prefix = `h1-${randomBytes(4).toString('hex')}/`;
+  const key = `${prefix}dir/big file.bin`;
   const body = randomBytes(3 * MiB + 12_345);
 
   beforeAll(async () => {
     client = testS3Client();
-    bucket = uniqueBucketName('h1');
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-    await client.send(
-      new PutObjectCommand({ Bucket: bucket, Key: 'dir/big file.bin', Body: body }),
-    );
+    bucket = await createTestBucket('h1');
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
   });
   afterAll(async () => {
-    await removeBucket(client, bucket);
     client.destroy();
+    await dropTestBucket(bucket, prefix);
   });
 
   it('downloads a few MiB byte for byte, a range as 206, and hands a 404 back', async () => {
-    const url = await getSignedUrl(
-      client,
-      new GetObjectCommand({ Bucket: bucket, Key: 'dir/big file.bin' }),
-      { expiresIn: 600 },
-    );
+    const url = await getSignedUrl(client, new GetObjectCommand({ Bucket: bucket, Key: key }), {
+      expiresIn: 600,
+    });
     const c = collector();
     const result = await download({ url }, c.sink);
     expect(result).toMatchObject({ status: 200, contentLength: body.length });
@@ -1040,7 +1033,7 @@ describeS3('http1 download against S3 (presigned GetObject)', () => {
 
     const missing = await getSignedUrl(
       client,
-      new GetObjectCommand({ Bucket: bucket, Key: 'nope' }),
+      new GetObjectCommand({ Bucket: bucket, Key: `${prefix}nope` }),
     );
     const outcome = expectFallback(await download({ url: missing }, collector().sink), 'status');
     expect(outcome.status).toBe(404);

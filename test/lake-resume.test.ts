@@ -23,9 +23,7 @@ import {
 import {
   countCalls,
   drain,
-  dropBucket,
   MiB,
-  makeBucket,
   openUploads,
   refusingClient,
   s3Descriptor,
@@ -33,7 +31,7 @@ import {
   testClient,
   writeRandomFile,
 } from './fixtures/lake-helpers.js';
-import { describeS3 } from './setup/s3.js';
+import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
 
 const PREFIX = 'resumable';
 const CHILD = new URL('./fixtures/lake-upload-child.mjs', import.meta.url).pathname;
@@ -99,11 +97,11 @@ describeS3('resumable S3 uploads', () => {
 
   beforeAll(async () => {
     admin = testClient();
-    bucket = await makeBucket(admin, 'resume');
+    bucket = await createTestBucket('lake-resume');
     dir = await mkdtemp(path.join(tmpdir(), 'lake-resume-'));
   });
   afterAll(async () => {
-    await dropBucket(admin, bucket);
+    await dropTestBucket(bucket, `${PREFIX}/`);
     admin.destroy();
     await rm(dir, { recursive: true, force: true });
   });

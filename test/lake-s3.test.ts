@@ -34,9 +34,7 @@ import {
   countCalls,
   drain,
   drainTo,
-  dropBucket,
   MiB,
-  makeBucket,
   openUploads,
   type ProxyMode,
   readObject,
@@ -48,7 +46,7 @@ import {
   testClient,
   writeRandomFile,
 } from './fixtures/lake-helpers.js';
-import { describeS3 } from './setup/s3.js';
+import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
 
 const PREFIX = 'managed/v1';
 
@@ -73,11 +71,11 @@ describeS3('S3 stage on the test server', () => {
 
   beforeAll(async () => {
     admin = testClient();
-    bucket = await makeBucket(admin, 's3');
+    bucket = await createTestBucket('lake-s3');
     dir = await mkdtemp(path.join(tmpdir(), 'lake-s3-'));
   });
   afterAll(async () => {
-    await dropBucket(admin, bucket);
+    await dropTestBucket(bucket, `${PREFIX}/`);
     admin.destroy();
     await rm(dir, { recursive: true, force: true });
   });

@@ -7,16 +7,9 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { CreateBucketCommand, PutBucketVersioningCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { S3Store } from '../drivers/s3/index.js';
-import {
-  describeS3,
-  removeBucket,
-  s3TestTarget,
-  testS3Client,
-  uniqueBucketName,
-} from './setup/s3.js';
+import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
 
 const WORKER = path.join(import.meta.dirname, 'fixtures', 's3-commit-worker.mjs');
 
@@ -40,36 +33,22 @@ function run(args: string[], env: Record<string, string>) {
 
 describeS3('commits from 4 processes at once on S3', () => {
   let bucket = '';
-  const raw = () => testS3Client();
   const cache = mkdtempSync(path.join(tmpdir(), 'provcat-s3c-'));
   const env = (fallback: string) => ({
     PROVCAT_S3_CREATE_FALLBACK: fallback,
     PROVCAT_CACHE_DIR: mkdtempSync(path.join(tmpdir(), 'provcat-s3c-')),
   });
 
+  // On AWS the shared bucket: everything this file writes stays below `prefix`.
+  const prefix = `s3c-${Date.now()}/`;
+
   beforeAll(async () => {
-    const t = s3TestTarget();
-    if (t.kind === 'aws') {
-      bucket = t.bucket as string;
-      return;
-    }
-    bucket = uniqueBucketName('mp');
-    const c = raw();
-    await c.send(new CreateBucketCommand({ Bucket: bucket }));
-    await c.send(
-      new PutBucketVersioningCommand({
-        Bucket: bucket,
-        VersioningConfiguration: { Status: 'Enabled' },
-      }),
-    );
-    c.destroy();
+    bucket = await createTestBucket('mp', { versioning: true });
   });
-  afterAll(async () => {
-    if (s3TestTarget().kind === 'ceph') await removeBucket(raw(), bucket);
-  });
+  afterAll(() => dropTestBucket(bucket, prefix));
 
   it('with the fallback: 4 distinct, gapless numbers, each the parent of the next', async () => {
-    const folder = `s3://${bucket}/fallback-${Date.now()}/`;
+    const folder = `s3://${bucket}/${prefix}fallback/`;
     const startAt = String(Date.now() + 2500);
     const runs = await Promise.all(
       [1, 2, 3, 4].map((w) => run([folder, String(w), startAt], env('oldest-version-wins'))),
@@ -89,7 +68,7 @@ describeS3('commits from 4 processes at once on S3', () => {
     const mode = await store._createMode(bucket);
     if (mode === 'atomic') return; // a real S3 bucket honours the condition: nothing to refuse
     expect(mode).toBe('none');
-    const folder = `s3://${bucket}/closed-${Date.now()}/`;
+    const folder = `s3://${bucket}/${prefix}closed/`;
     const startAt = String(Date.now() + 2500);
     const runs = await Promise.all(
       [1, 2, 3, 4].map((w) => run([folder, String(w), startAt], env('none'))),

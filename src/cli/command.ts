@@ -10,6 +10,11 @@ import type { ProgressCallback } from '../store.js';
 
 /** What a command gets besides its arguments. */
 export interface CliContext {
+  /**
+   * Where results go. `cat` writes reused read buffers to it, one at a time: a write's chunk
+   * must be consumed (written out or copied) by the time its callback runs, as process.stdout,
+   * file streams and sockets do.
+   */
   stdout: Writable;
   stderr: Writable;
   env: NodeJS.ProcessEnv;

@@ -36,6 +36,36 @@ async function storeOf(uri: string, ctx: CliContext) {
   return { u, store: await storeFor(u, { offline: ctx.offline }) };
 }
 
+/** Print entries: a JSON array, or one line each. */
+function emitEntries(ctx: CliContext, entries: Entry[]): void {
+  emit(ctx, entries.map(entryToJson), () => entries.map(humanEntry).join('\n'));
+}
+
+/**
+ * A `cache VERB` command: no arguments; runs `action` on the default cache and prints its
+ * result as JSON or through `human`.
+ */
+function cacheCommand<T>(
+  verb: string,
+  summary: string,
+  action: (cache: Cache) => Promise<T>,
+  human: (result: T) => string,
+): Command {
+  return {
+    name: `cache ${verb}`,
+    summary,
+    usage: `provcat cache ${verb} [--json]`,
+    options: {},
+    positionals: [0, 0],
+    async run(_args, ctx) {
+      const result = await action(new Cache());
+      emit(ctx, result, () => human(result));
+      return 0;
+    },
+  };
+}
+
+/** The core verbs, in help order. */
 export const coreCommands: Command[] = [
   {
     name: 'stat',
@@ -66,7 +96,7 @@ export const coreCommands: Command[] = [
     async run({ positionals }, ctx) {
       const { u, store } = await storeOf(positionals[0] as string, ctx);
       const entries = await store.list(u);
-      emit(ctx, entries.map(entryToJson), () => entries.map(humanEntry).join('\n'));
+      emitEntries(ctx, entries);
       return 0;
     },
   },
@@ -85,7 +115,7 @@ export const coreCommands: Command[] = [
         include: list(values.include),
         exclude: list(values.exclude),
       });
-      emit(ctx, entries.map(entryToJson), () => entries.map(humanEntry).join('\n'));
+      emitEntries(ctx, entries);
       return 0;
     },
   },
@@ -168,32 +198,19 @@ export const coreCommands: Command[] = [
       return 0;
     },
   },
-  {
-    name: 'cache info',
-    summary: 'where the cache is and what it holds',
-    usage: 'provcat cache info [--json]',
-    options: {},
-    positionals: [0, 0],
-    async run(_args, ctx) {
-      const info = await new Cache().info();
-      emit(ctx, info, () =>
-        [`root   ${info.root}`, `blobs  ${info.blobs}`, `bytes  ${formatBytes(info.bytes)}`].join(
-          '\n',
-        ),
-      );
-      return 0;
-    },
-  },
-  {
-    name: 'cache prune',
-    summary: 'free cached bytes that no fetched file, folder, pin or commit uses',
-    usage: 'provcat cache prune [--json]',
-    options: {},
-    positionals: [0, 0],
-    async run(_args, ctx) {
-      const freed = await new Cache().collect();
-      emit(ctx, freed, () => `removed ${freed.files} file(s), ${formatBytes(freed.bytes)}`);
-      return 0;
-    },
-  },
+  cacheCommand(
+    'info',
+    'where the cache is and what it holds',
+    (cache) => cache.info(),
+    (info) =>
+      [`root   ${info.root}`, `blobs  ${info.blobs}`, `bytes  ${formatBytes(info.bytes)}`].join(
+        '\n',
+      ),
+  ),
+  cacheCommand(
+    'prune',
+    'free cached bytes that no fetched file, folder, pin or commit uses',
+    (cache) => cache.collect(),
+    (freed) => `removed ${freed.files} file(s), ${formatBytes(freed.bytes)}`,
+  ),
 ];

@@ -10,16 +10,25 @@
  * to a temp file beside it, which is fsynced and renamed only after the stream ended cleanly,
  * and removed otherwise.
  *
+ * Whole-object reads (`cat`, `cat -o`, `verify`) go through `ManagedStage.readTo`, so on S3 the
+ * driver's reused read buffers reach the output without being copied into fresh memory; the
+ * sinks below therefore never keep a chunk past their `data` call. A reader of stdout that goes
+ * away (`provcat cat … | head -c 10`: EPIPE) ends `cat` quietly with exit status 1 — what the
+ * CLI answered before, minus the `write EPIPE` line on stderr, since nobody is left to want the
+ * bytes and that is not a failure of the object.
+ *
  * @module
  */
 import { closeSync, openSync } from 'node:fs';
 import { readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
+import type { Writable } from 'node:stream';
+import { debuglog } from 'node:util';
 import type { CliArgs, CliContext, Command } from '../cli/command.js';
 import { UsageError } from '../cli/command.js';
 import { fsyncDir, tempPathFor } from '../fs-atomic.js';
-import { FileSink } from '../net/file-sink.js';
+import { DEFAULT_WRITE_BATCH_BYTES, FileSink } from '../net/file-sink.js';
+import type { BodySink } from '../net/http1-download.js';
 import { InvalidDataLocation } from './errors.js';
 import { stageFromString } from './factory.js';
 import { type DataLocation, formatDataLocation, parseDataLocation } from './location.js';
@@ -58,6 +67,71 @@ export function rangeArg(text: string): { start: number; end: number } {
   const m = /^(\d+):(\d+)$/.exec(text);
   if (!m) throw new UsageError(`--range takes START:END (bytes, half-open), not '${text}'`);
   return { start: Number(m[1]), end: Number(m[2]) };
+}
+
+const debug = debuglog('provcat:cli');
+
+/** The exit status of `cat` when the reader of stdout went away (as before readTo: 1). */
+export const EXIT_OUTPUT_CLOSED = 1;
+
+/**
+ * A {@link BodySink} that writes each chunk to a Writable (the CLI's stdout).
+ *
+ * `data` resolves in the write's callback, when the stream is done with the chunk
+ * (process.stdout has handed it to the OS by then, whether stdout is a file, a pipe or a
+ * terminal), so the chunk may be a reused read buffer and nothing here keeps it; one write at a
+ * time is the backpressure. Chunks are asked in batches of at least 1 MiB (fewer, larger
+ * writes). A failed write rejects `data` with the stream's error; {@link outputClosed} tells
+ * whether that error was the reader going away.
+ *
+ * While attached ({@link attach} until {@link detach}) it listens for the stream's `error`
+ * event, which Node would otherwise raise as an uncaught exception: the same error reaches the
+ * failed write's callback, so nothing is lost.
+ */
+export class WritableSink implements BodySink {
+  readonly batchBytes = DEFAULT_WRITE_BATCH_BYTES;
+  /** Bytes written so far. */
+  written = 0;
+  private failure: NodeJS.ErrnoException | undefined;
+  private readonly onError = (error: NodeJS.ErrnoException) => {
+    this.failure ??= error;
+  };
+
+  constructor(private readonly out: Writable) {}
+
+  /** Start listening for the stream's `error` event (see the class comment). */
+  attach(): this {
+    this.out.on('error', this.onError);
+    return this;
+  }
+
+  /**
+   * Stop listening; call once the read is over. After a failed write it keeps listening: the
+   * stream may still emit that failure, and it is already reported through `data`.
+   */
+  detach(): void {
+    if (this.failure === undefined) this.out.removeListener('error', this.onError);
+  }
+
+  /** Write one chunk; resolves once the stream is done with it. */
+  data(chunk: Buffer): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.out.write(chunk, (error) => {
+        if (error) {
+          this.failure ??= error;
+          reject(error);
+        } else {
+          this.written += chunk.length;
+          resolve();
+        }
+      });
+    });
+  }
+
+  /** True when a write failed because the reader closed its end (EPIPE). */
+  get outputClosed(): boolean {
+    return this.failure?.code === 'EPIPE';
+  }
 }
 
 function cancelOnSignal(): { signal: AbortSignal; dispose(): void } {
@@ -134,11 +208,24 @@ const catCommand: Command = {
     const cancel = cancelOnSignal();
     try {
       const signal = cancel.signal;
+      // A range has no digest to check: openRange's stream (exactly its bytes), chunk by chunk.
+      // The whole object: readTo, verified, in the S3 driver's reused read buffers.
+      const deliver = async (sink: BodySink): Promise<void> => {
+        if (!range) return stage.readTo(location, sink, { signal });
+        const stream = await stage.openRange(location, range.start, range.end, { signal });
+        return streamToSink(stream)(sink);
+      };
       if (typeof output !== 'string') {
-        const stream = range
-          ? await stage.openRange(location, range.start, range.end, { signal })
-          : await stage.open(location, { signal });
-        await pipeline(stream, ctx.stdout, { end: false });
+        const sink = new WritableSink(ctx.stdout).attach();
+        try {
+          await deliver(sink);
+        } catch (error) {
+          if (!sink.outputClosed) throw error;
+          debug('cat: stdout closed after %d bytes: %o', sink.written, error);
+          return EXIT_OUTPUT_CLOSED;
+        } finally {
+          sink.detach();
+        }
         return 0;
       }
       const target = path.resolve(output);
@@ -150,12 +237,7 @@ const catCommand: Command = {
       const sink = new FileSink(fd);
       let open = true;
       try {
-        if (range) {
-          const stream = await stage.openRange(location, range.start, range.end, { signal });
-          await streamToSink(stream)(sink);
-        } else {
-          await stage.readTo(location, sink, { signal });
-        }
+        await deliver(sink);
         await sink.finish();
         open = false;
         closeSync(fd);
@@ -188,17 +270,21 @@ const verifyCommand: Command = {
     const bar = ctx.progress('verify');
     const cancel = cancelOnSignal();
     try {
-      const stream = await stage.open(location, { signal: cancel.signal });
+      // readTo checks the size and the SHA-256; the sink only counts, for the progress bar.
       let bytes = 0;
-      for await (const chunk of stream) {
-        bytes += (chunk as Buffer).length;
-        bar.onProgress?.({
-          operation: 'read',
-          uri: location.uri,
-          bytes,
-          totalBytes: location.sizeBytes,
-        });
-      }
+      const onProgress = bar.onProgress;
+      const counter: BodySink = {
+        data(chunk) {
+          bytes += chunk.length;
+          onProgress?.({
+            operation: 'read',
+            uri: location.uri,
+            bytes,
+            totalBytes: location.sizeBytes,
+          });
+        },
+      };
+      await stage.readTo(location, counter, { signal: cancel.signal });
     } finally {
       cancel.dispose();
       bar.done();

@@ -4,7 +4,8 @@
 //   node test/bench/raw-sdk-fetch.mjs --bucket B --key K --dest FILE
 //
 // Folder mode: ListObjectsV2 pages under the prefix, then GetObject 16 at a time, each body
-// streamed to DIR/<key relative to the prefix>. File mode: one GetObject streamed to FILE. It is
+// streamed to DIR/<key relative to the prefix> (the loops are fetch-loop.mjs, which
+// signer-fetch.mjs shares). File mode: one GetObject streamed to FILE. It is
 // deliberately plain @aws-sdk/client-s3 with its defaults plus a keep-alive agent sized for the
 // concurrency, as the SDK's documentation shows it: no cache, no fsync, no integrity check. The
 // environment gives the endpoint and credentials (AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, ...).
@@ -17,6 +18,7 @@ import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { fetchKeys, listKeys } from './fetch-loop.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -54,9 +56,7 @@ if (values.key !== undefined) {
   bytes = await getTo(values.key, values.dest);
   files = 1;
 } else {
-  const keys = [];
-  let token;
-  do {
+  const keys = await listKeys(async (token) => {
     const page = await client.send(
       new ListObjectsV2Command({
         Bucket: values.bucket,
@@ -64,26 +64,17 @@ if (values.key !== undefined) {
         ContinuationToken: token,
       }),
     );
-    for (const o of page.Contents ?? []) if (o.Key && !o.Key.endsWith('/')) keys.push(o.Key);
-    token = page.IsTruncated ? page.NextContinuationToken : undefined;
-  } while (token);
-  const made = new Set();
-  let next = 0;
-  async function worker() {
-    while (next < keys.length) {
-      const key = keys[next++];
-      const file = path.join(values.dest, key.slice(values.prefix.length));
-      const dir = path.dirname(file);
-      if (!made.has(dir)) {
-        await mkdir(dir, { recursive: true });
-        made.add(dir);
-      }
-      const n = await getTo(key, file);
-      bytes += n;
-      files++;
-    }
-  }
-  await Promise.all(Array.from({ length: concurrency }, worker));
+    return {
+      keys: (page.Contents ?? []).flatMap((o) => (o.Key ? [o.Key] : [])),
+      next: page.IsTruncated ? page.NextContinuationToken : undefined,
+    };
+  });
+  ({ files, bytes } = await fetchKeys(keys, {
+    prefix: values.prefix,
+    dest: values.dest,
+    concurrency,
+    getTo,
+  }));
 }
 client.destroy();
 console.log(JSON.stringify({ files, bytes }));

@@ -11,14 +11,13 @@
 // Prints one JSON line: files and bytes written.
 import { createHash, createHmac } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
 import http from 'node:http';
-import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { parseArgs } from 'node:util';
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import { parseXML } from '@aws-sdk/xml-builder';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { fetchKeys, listKeys } from './fetch-loop.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -100,37 +99,27 @@ async function text(res) {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-const keys = [];
-let token;
-do {
+const keys = await listKeys(async (token) => {
   const query = { 'list-type': '2', prefix: values.prefix };
   if (token) query['continuation-token'] = token;
   const doc = parseXML(await text(await get(`/${values.bucket}`, query))).ListBucketResult;
   const contents = doc.Contents === undefined ? [] : [doc.Contents].flat();
-  for (const o of contents) if (!o.Key.endsWith('/')) keys.push(o.Key);
-  token = doc.IsTruncated === 'true' ? doc.NextContinuationToken : undefined;
-} while (token);
+  return {
+    keys: contents.map((o) => o.Key),
+    next: doc.IsTruncated === 'true' ? doc.NextContinuationToken : undefined,
+  };
+});
 
-let files = 0;
-let bytes = 0;
-const made = new Set();
-let next = 0;
-async function worker() {
-  while (next < keys.length) {
-    const key = keys[next++];
-    const file = path.join(values.dest, key.slice(values.prefix.length));
-    const dir = path.dirname(file);
-    if (!made.has(dir)) {
-      await mkdir(dir, { recursive: true });
-      made.add(dir);
-    }
+const { files, bytes } = await fetchKeys(keys, {
+  prefix: values.prefix,
+  dest: values.dest,
+  concurrency,
+  getTo: async (key, file) => {
     const res = await get(`/${values.bucket}/${encodeKey(key)}`);
     const n = Number(res.headers['content-length']);
     await pipeline(res, createWriteStream(file));
-    bytes += n;
-    files++;
-  }
-}
-await Promise.all(Array.from({ length: concurrency }, worker));
+    return n;
+  },
+});
 agent.destroy();
 console.log(JSON.stringify({ files, bytes }));

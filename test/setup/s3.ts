@@ -26,6 +26,7 @@ import {
   DeleteObjectsCommand,
   ListMultipartUploadsCommand,
   ListObjectVersionsCommand,
+  PutBucketVersioningCommand,
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
@@ -175,17 +176,28 @@ export async function removeBucket(client: S3Client, bucket: string): Promise<vo
 }
 
 /**
- * A bucket for one test file: on Ceph a new one named after `label`; on AWS the target's
- * versioned bucket (tests then work under their own prefix in it). Pair with
- * {@link dropTestBucket}.
+ * A bucket for one test file: on Ceph a new one named `provcat-<label>-<hex>`, unversioned
+ * unless `versioning` is set; on AWS the target's versioned bucket (tests then work under their
+ * own prefix in it). Pair with {@link dropTestBucket}, which removes every version.
  */
-export async function createTestBucket(label: string): Promise<string> {
+export async function createTestBucket(
+  label: string,
+  options: { versioning?: boolean } = {},
+): Promise<string> {
   const t = s3TestTarget();
   if (t.kind === 'aws') return t.bucket as string;
   const bucket = uniqueBucketName(label);
   const c = testS3Client();
   try {
     await c.send(new CreateBucketCommand({ Bucket: bucket }));
+    if (options.versioning) {
+      await c.send(
+        new PutBucketVersioningCommand({
+          Bucket: bucket,
+          VersioningConfiguration: { Status: 'Enabled' },
+        }),
+      );
+    }
   } finally {
     c.destroy();
   }
