@@ -56,6 +56,45 @@ export class StoreError extends ProvcatError {
   }
 }
 
+/** What became of a stalled multipart upload (see {@link UploadStalled}). */
+export type StalledUploadOutcome =
+  /** AbortMultipartUpload succeeded (or the upload was already gone): nothing is left behind. */
+  | 'aborted'
+  /** The caller keeps the upload for a resume (a managed upload with a checkpoint). */
+  | 'kept'
+  /** Aborting failed too: the upload remains until a lifecycle rule removes it. */
+  | 'abort-failed';
+
+/**
+ * An upload made no progress for its stall timeout (`stallTimeoutMs`): no part was acknowledged
+ * and the store took no new body byte, while at least one part request was waiting on it. Every
+ * part in flight was cancelled and none was sent again. The message names the object, the
+ * multipart upload, how long nothing moved and what became of the upload ({@link outcome}).
+ * `cause` is the watchdog's `TimeoutError` (with the abort's failure, when it failed too, in an
+ * AggregateError). A {@link StoreError} without `status`: the store gave no answer.
+ */
+export class UploadStalled extends StoreError {
+  /** The multipart upload's id. */
+  readonly uploadId: string;
+  /** How long nothing moved when the upload was stopped (milliseconds). */
+  readonly stalledMs: number;
+  /** What became of the multipart upload. */
+  readonly outcome: StalledUploadOutcome;
+  constructor(
+    message: string,
+    options: ProvcatErrorOptions & {
+      uploadId: string;
+      stalledMs: number;
+      outcome: StalledUploadOutcome;
+    },
+  ) {
+    super(message, options);
+    this.uploadId = options.uploadId;
+    this.stalledMs = options.stalledMs;
+    this.outcome = options.outcome;
+  }
+}
+
 /** Offline mode is on and the cache cannot answer. */
 export class OfflineMiss extends ProvcatError {}
 

@@ -3,7 +3,8 @@
  *
  * Without a server: the engine against a fake client (part order whatever the response order,
  * the parts-in-flight bound, the 10,000-part rule, stopping on the first failure, a file part
- * sent again from its range, trusted parts of a resumed upload), and file parts (ranges and
+ * sent again from its range, trusted parts of a resumed upload, the stall watchdog: a part
+ * never answered, a slow source that is no stall), and file parts (ranges and
  * digests, a file changed between the digest read and a range read, truncated, grown).
  *
  * Against S3 (Ceph): `S3Store._put` and `S3Stage.upload` from a file, byte for byte; a part
@@ -38,7 +39,7 @@ import {
   type PartSource,
   StreamReader,
 } from '../drivers/s3/parts.js';
-import { isAbort, NotFound, StoreError } from '../src/errors.js';
+import { isAbort, NotFound, StoreError, UploadStalled } from '../src/errors.js';
 import {
   PartLimitExceeded,
   type S3Stage,
@@ -309,6 +310,90 @@ describe('multipart engine (fake client)', () => {
       StoreError,
     );
     expect(parts(refused.calls).filter((n) => n === 2)).toEqual([2]);
+  });
+
+  it('a part the store never answers fails the upload with UploadStalled: aborted, or kept', async () => {
+    /** The store takes every part's body and never answers; other calls answer. */
+    const silent = () =>
+      fakeTarget(async (call, signal) => {
+        if (call.name !== 'UploadPart') return undefined;
+        return new Promise((_resolve, reject) => {
+          signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+        });
+      });
+    const data = randomBytes(16 * 6);
+    for (const abortOnFailure of [true, false]) {
+      const { target, calls } = silent();
+      const source = new BufferedParts(new BytesReader(data), {
+        partSize: 16,
+        pool: new PartBufferPool(),
+      });
+      const start = performance.now();
+      const error = await rejection(
+        run(target, source, { partsInFlight: 2, stallTimeoutMs: 200, abortOnFailure }),
+      );
+      expect(performance.now() - start).toBeLessThan(2000);
+      expect(error).toBeInstanceOf(UploadStalled);
+      const stalled = error as UploadStalled;
+      expect(stalled).toMatchObject({
+        uploadId: 'u1',
+        uri: 's3://b/k',
+        outcome: abortOnFailure ? 'aborted' : 'kept',
+      });
+      expect(stalled.stalledMs).toBeGreaterThanOrEqual(200);
+      expect(stalled.message).toContain('parts 1, 2 waiting');
+      expect(parts(calls)).toEqual([1, 2]);
+      expect(calls.at(-1)?.name).toBe(abortOnFailure ? 'AbortMultipartUpload' : 'UploadPart');
+    }
+  });
+
+  it('a stalled upload whose abort fails too says so and keeps both errors', async () => {
+    const { target } = fakeTarget(async (call, signal) => {
+      if (call.name === 'AbortMultipartUpload') {
+        throw Object.assign(new Error('busy'), {
+          name: 'ServiceUnavailable',
+          $metadata: { httpStatusCode: 503 },
+        });
+      }
+      if (call.name !== 'UploadPart') return undefined;
+      return new Promise((_resolve, reject) => {
+        signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+      });
+    });
+    const source = new BufferedParts(new BytesReader(randomBytes(40)), {
+      partSize: 16,
+      pool: new PartBufferPool(),
+    });
+    const error = await rejection(run(target, source, { stallTimeoutMs: 100 }));
+    expect(error).toBeInstanceOf(UploadStalled);
+    expect((error as UploadStalled).outcome).toBe('abort-failed');
+    expect((error as UploadStalled).message).toContain('lifecycle rule');
+    const cause = (error as UploadStalled).cause as AggregateError;
+    expect(cause).toBeInstanceOf(AggregateError);
+    expect(cause.errors.map((e: Error) => e.name)).toEqual(['TimeoutError', 'ServiceUnavailable']);
+  });
+
+  it('a slow source is no stall: the clock runs only while parts are being sent', async () => {
+    // Each part's bytes come 300 ms after the previous part was acknowledged: more than the
+    // stall timeout, with nothing being sent meanwhile.
+    const data = randomBytes(16 * 4);
+    const slow = Readable.from(
+      (async function* () {
+        for (let i = 0; i < data.length; i += 16) {
+          await new Promise((r) => setTimeout(r, 300));
+          yield data.subarray(i, i + 16);
+        }
+      })(),
+    );
+    const { target, calls } = fakeTarget();
+    const source = new BufferedParts(new StreamReader(slow), {
+      partSize: 16,
+      pool: new PartBufferPool(),
+      digest: true,
+    });
+    const result = await run(target, source, { stallTimeoutMs: 100 });
+    expect(result.sha256).toBe(sha256(data));
+    expect(parts(calls)).toEqual([1, 2, 3, 4]);
   });
 
   it('keeps trusted parts whose digest still matches, sends the others, and reports each part', async () => {

@@ -38,6 +38,15 @@ export const DEFAULT_PARTS_IN_FLIGHT = 4;
 export const MAX_PARTS_IN_FLIGHT = 16;
 
 /**
+ * Default stall timeout of multipart uploads: 2 minutes, the driver's idle-socket timeout (a
+ * socket with no byte either way for that long is a dead transfer; an upload with no progress
+ * for that long is a dead upload).
+ */
+export const DEFAULT_STALL_TIMEOUT_MS = 120_000;
+/** Largest stall timeout accepted (the largest delay a Node timer takes, about 24.8 days). */
+export const MAX_STALL_TIMEOUT_MS = 2_147_483_647;
+
+/**
  * What `_createMode` reports for a bucket whose store ignores `If-None-Match: *`:
  * - `none` (default): commits on that bucket fail closed with a StoreError.
  * - `oldest-version-wins`: on a versioned bucket, the commit code writes, lists the key's
@@ -65,6 +74,12 @@ export interface S3StoreOptions extends StoreOptions {
   partSize?: number | undefined;
   /** Parts uploaded at once, 1..16. Default 4. Memory of one upload is at most `partSize * partsInFlight`. */
   partsInFlight?: number | undefined;
+  /**
+   * Multipart uploads fail with `UploadStalled` (and are aborted) when nothing moves for this
+   * long (milliseconds, 1..2^31-1): no part acknowledged and no new body byte taken by the store
+   * while a part request waits on it. Default 120,000 (the idle-socket timeout).
+   */
+  stallTimeoutMs?: number | undefined;
   /** Copies of objects larger than this use UploadPartCopy. Default (and maximum) 5 GiB, S3's CopyObject limit. */
   copyThreshold?: number | undefined;
   /** See {@link CreateFallback}. Default: `PROVCAT_S3_CREATE_FALLBACK`, else `none`. */
@@ -92,6 +107,7 @@ export interface S3Config {
   multipartThreshold: number;
   partSize: number;
   partsInFlight: number;
+  stallTimeoutMs: number;
   copyThreshold: number;
   createFallback: CreateFallback;
   /**
@@ -178,6 +194,12 @@ export function resolveS3Config(
       options.partsInFlight ?? DEFAULT_PARTS_IN_FLIGHT,
       1,
       MAX_PARTS_IN_FLIGHT,
+    ),
+    stallTimeoutMs: checkedInteger(
+      'stallTimeoutMs',
+      options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS,
+      1,
+      MAX_STALL_TIMEOUT_MS,
     ),
     copyThreshold: checkedInteger(
       'copyThreshold',

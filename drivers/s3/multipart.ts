@@ -13,7 +13,27 @@
  * Retries: a buffered part is retried by the SDK itself. The SDK never retries a streamed body
  * (it cannot rewind a stream), so a file part that fails with a retryable error (a network
  * error, a timeout, 5xx, throttling) is sent again from here with a fresh stream of its range,
- * up to the client's `maxAttempts`, with the SDK's backoff (full jitter from 100 ms, doubling).
+ * up to the client's `maxAttempts`, with the SDK's backoff (full jitter from 100 ms, doubling) —
+ * but never once the stall watchdog has fired (nor does the SDK retry a cancelled request).
+ *
+ * **Stall watchdog.** A store that takes a part's bytes and never answers (Ceph with a full OSD)
+ * would otherwise hold an upload for attempts × the idle-socket timeout per part. The upload as
+ * a whole moves when the store acknowledges a part or the request of a part reads body bytes
+ * beyond what any earlier attempt of that part had read (`onRead` of the part's body; a resend
+ * of bytes the store already took is not progress, so retries cannot extend the deadline). A
+ * buffered part is given to the SDK as bytes (signed, retried by the SDK), and a middleware at
+ * the SDK's innermost step swaps in a fresh stream of the buffer for each request it writes, so
+ * its bytes are seen moving too (the SDK's retry logic still sees bytes). The
+ * clock runs only while at least one part is being sent (its request, or the backoff before a
+ * resend): waiting for a slow source stream or the digest read is not the store's stall. When
+ * nothing moved for `stallTimeoutMs` (default 120 s, the idle-socket timeout), the upload fails
+ * like on any other failure: no part starts or is sent again, the parts in flight are cancelled,
+ * and the upload is aborted — or kept when the caller keeps it (`abortOnFailure: false`) — and
+ * it rejects with {@link UploadStalled}, whose message says which of the two happened. The
+ * watchdog does not cover CreateMultipartUpload and AbortMultipartUpload (each bounded to 30 s)
+ * nor CompleteMultipartUpload (AWS may take minutes on a large upload, keeping the connection
+ * alive meanwhile; the idle-socket timeout covers it). So a stall fails the upload within
+ * `stallTimeoutMs` plus at most 30 s for the abort.
  *
  * Hooks the managed-objects stage uses: the source's digests (whole object, each part), an
  * existing upload id and the parts already acknowledged by an earlier attempt (`trusted`: a part
@@ -45,10 +65,16 @@
  * @module
  */
 import { Readable } from 'node:stream';
-import type { CompletedPart, S3Client } from '@aws-sdk/client-s3';
+import type { CompletedPart, S3Client, UploadPartCommand } from '@aws-sdk/client-s3';
 import { raceAbort } from '../../src/concurrency.js';
-import { isAbort, type ProvcatError, StoreError } from '../../src/errors.js';
-import { MAX_PARTS, partSizeFor } from './config.js';
+import {
+  isAbort,
+  type ProvcatError,
+  type StalledUploadOutcome,
+  StoreError,
+  UploadStalled,
+} from '../../src/errors.js';
+import { DEFAULT_STALL_TIMEOUT_MS, MAX_PARTS, partSizeFor } from './config.js';
 import { errorName, mapS3Error, s3UriText, statusOf } from './errors.js';
 import { copySource } from './keys.js';
 import { type Part, PartLimitExceeded, type PartSource, SourceError } from './parts.js';
@@ -111,6 +137,11 @@ export interface UploadMultipartOptions {
   onProgress?: ((bytes: number) => void) | undefined;
   /** Abort the multipart upload when the upload fails (default true). */
   abortOnFailure?: boolean | undefined;
+  /**
+   * Fail with {@link UploadStalled} when nothing moves for this long while parts are being sent
+   * (milliseconds; default {@link DEFAULT_STALL_TIMEOUT_MS}); see the module comment.
+   */
+  stallTimeoutMs?: number | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -195,6 +226,18 @@ export async function uploadMultipart(
   const inflight = new Set<Promise<void>>();
   const etags = new Map<number, string>();
   const slots = new Slots(window);
+  // Set when the watchdog fires; its `reason` is then the upload's failure.
+  let stall: Stall | undefined;
+  const stalled = () => stall;
+  const watchdog = new Watchdog(options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS, (idleMs) => {
+    const waiting = [...watchdog.waiting].sort((a, b) => a - b);
+    const what = `nothing moved for ${seconds(idleMs)} (no part acknowledged, no new body byte taken by the store; part${waiting.length === 1 ? '' : 's'} ${waiting.join(', ')} waiting)`;
+    const reason = new Error(what);
+    reason.name = 'TimeoutError';
+    stall = { idleMs, reason };
+    target.debug(`multipart ${bucket}/${key}: stalled: ${what}; cancelling the parts`);
+    fail(reason);
+  });
   let uploadId = options.uploadId;
   let count = 0;
   let sent = 0;
@@ -259,7 +302,7 @@ export async function uploadMultipart(
             );
           }
           sent++;
-          const etag = await sendPart(target, id, current, signal, attempts);
+          const etag = await sendPart(target, id, current, signal, attempts, watchdog);
           await acknowledge(current, etag, await current.digest(signal), true);
         } catch (error) {
           fail(error);
@@ -272,6 +315,7 @@ export async function uploadMultipart(
       void task.finally(() => inflight.delete(task));
     }
     await Promise.all(inflight);
+    watchdog.stop();
     const late = failed();
     if (late) throw late.error;
     if (count === 0)
@@ -312,14 +356,129 @@ export async function uploadMultipart(
     };
   } catch (error) {
     fail(error);
+    watchdog.stop();
     await Promise.allSettled(inflight);
     const original = failed()?.error ?? error;
-    if (uploadId !== undefined && options.abortOnFailure !== false) {
+    const stop = stalled();
+    const abort = options.abortOnFailure !== false;
+    if (uploadId !== undefined && stop !== undefined && original === stop.reason) {
+      throw await stalledError(target, uploadId, stop, abort);
+    }
+    if (uploadId !== undefined && abort) {
       throw await abortMultipartUpload(target, uploadId, original);
     }
     throw original;
   } finally {
+    watchdog.stop();
     inner.dispose();
+  }
+}
+
+/** The watchdog fired: how long nothing had moved, and the failure it raised (saying so). */
+interface Stall {
+  idleMs: number;
+  reason: Error;
+}
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
+}
+
+/**
+ * The error of a stalled upload, after aborting the upload (`abort`) or keeping it: an
+ * {@link UploadStalled} whose message and `outcome` say which, and whether the abort failed.
+ */
+async function stalledError(
+  target: MultipartTarget,
+  uploadId: string,
+  stall: Stall,
+  abort: boolean,
+): Promise<UploadStalled> {
+  let outcome: StalledUploadOutcome = 'kept';
+  let cause: unknown = stall.reason;
+  if (abort) {
+    const abortError = await tryAbort(target, uploadId);
+    outcome = abortError === undefined ? 'aborted' : 'abort-failed';
+    if (abortError !== undefined) {
+      cause = new AggregateError(
+        [stall.reason, abortError],
+        'the upload stalled, then its abort failed',
+      );
+    }
+  }
+  const done =
+    outcome === 'kept'
+      ? `multipart upload ${uploadId} kept so that a retry can resume it`
+      : outcome === 'aborted'
+        ? `multipart upload ${uploadId} aborted`
+        : `aborting multipart upload ${uploadId} failed too, so it remains until an AbortIncompleteMultipartUpload lifecycle rule removes it`;
+  const uri = s3UriText(target.bucket, target.key);
+  return new UploadStalled(
+    `upload of ${uri} stalled: ${stall.reason.message}; no part is sent again; ${done}`,
+    { uri, cause, uploadId, stalledMs: Math.round(stall.idleMs), outcome },
+  );
+}
+
+/**
+ * The stall clock of one upload (see the module comment). Parts being sent bracket their
+ * attempts with {@link begin}/{@link end} and report progress with {@link moved}; when parts
+ * are being sent and nothing moved for `timeoutMs`, `onStall` is called once with how long
+ * nothing moved. One timer, re-armed for the time left when it finds progress.
+ */
+class Watchdog {
+  /** Numbers of the parts being sent. */
+  readonly waiting = new Set<number>();
+  private last = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private done = false;
+
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly onStall: (idleMs: number) => void,
+  ) {}
+
+  /** Part `number` starts being sent (all its attempts). */
+  begin(number: number): void {
+    if (this.done) return;
+    if (this.waiting.size === 0) {
+      this.last = performance.now();
+      this.timer ??= this.arm(this.timeoutMs);
+    }
+    this.waiting.add(number);
+  }
+
+  /** Part `number` is no longer being sent (acknowledged, failed or cancelled). */
+  end(number: number): void {
+    this.waiting.delete(number);
+  }
+
+  /** The store acknowledged a part, or took body bytes it had not taken before. */
+  moved(): void {
+    this.last = performance.now();
+  }
+
+  /** No more stalls (the upload completed or failed). */
+  stop(): void {
+    this.done = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private arm(ms: number): NodeJS.Timeout {
+    return setTimeout(() => this.check(), Math.max(1, Math.ceil(ms)));
+  }
+
+  private check(): void {
+    this.timer = undefined;
+    // Nothing being sent: the clock stops; `begin` restarts it.
+    if (this.done || this.waiting.size === 0) return;
+    const idle = performance.now() - this.last;
+    if (idle < this.timeoutMs) {
+      this.timer = this.arm(this.timeoutMs - idle);
+      return;
+    }
+    this.done = true;
+    this.onStall(idle);
   }
 }
 
@@ -401,7 +560,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 /**
  * Send one part; resolve with its ETag once the store acknowledged it and the source confirmed
- * what was sent. A resendable part is sent again after a retryable failure (see the module
+ * what was sent. A resendable part is sent again after a retryable failure, unless `signal`
+ * aborted (the watchdog fired, or any other failure). Progress goes to `watchdog`: bytes read by
+ * the request beyond the furthest any attempt reached, and the acknowledgement (see the module
  * comment). Errors are mapped.
  */
 async function sendPart(
@@ -410,10 +571,34 @@ async function sendPart(
   part: Part,
   signal: AbortSignal,
   attempts: number,
+  watchdog: Watchdog,
+): Promise<string> {
+  watchdog.begin(part.number);
+  try {
+    return await sendAttempts(target, uploadId, part, signal, attempts, watchdog);
+  } finally {
+    watchdog.end(part.number);
+  }
+}
+
+async function sendAttempts(
+  target: MultipartTarget,
+  uploadId: string,
+  part: Part,
+  signal: AbortSignal,
+  attempts: number,
+  watchdog: Watchdog,
 ): Promise<string> {
   const { client, sdk, bucket, key } = target;
+  // The furthest byte of the part any request has read.
+  let reached = 0;
   for (let attempt = 1; ; attempt++) {
-    const body = await part.body(signal);
+    const body = await part.body(signal, (position) => {
+      if (position > reached) {
+        reached = position;
+        watchdog.moved();
+      }
+    });
     // A body that fails (the file cannot be read, or changed) must also end its request: the
     // server would wait for the missing bytes.
     const request = linked(signal);
@@ -427,18 +612,18 @@ async function sendPart(
     try {
       let etag: string | undefined;
       try {
-        const out = await client.send(
-          new sdk.UploadPartCommand({
-            Bucket: bucket,
-            Key: key,
-            UploadId: uploadId,
-            PartNumber: part.number,
-            Body: body.body,
-            ContentLength: part.size,
-          }),
-          { abortSignal: request.signal },
-        );
+        const command = new sdk.UploadPartCommand({
+          Bucket: bucket,
+          Key: key,
+          UploadId: uploadId,
+          PartNumber: part.number,
+          Body: body.body,
+          ContentLength: part.size,
+        });
+        if (body.restream !== undefined) streamEachRequest(command, body.restream);
+        const out = await client.send(command, { abortSignal: request.signal });
         etag = out.ETag;
+        watchdog.moved();
       } catch (error) {
         throw bodyError ? bodyError.error : error;
       }
@@ -460,6 +645,33 @@ async function sendPart(
       request.dispose();
     }
   }
+}
+
+/**
+ * Have each request of `command` (each attempt the SDK makes) write a fresh stream from `open`
+ * instead of the bytes in its body. The middleware sits at the innermost step, after the retry
+ * logic and the signer, which see (and sign) the bytes. It puts the bytes back once the request
+ * settled: the retry logic must find bytes there, as it does not retry a streamed body (today
+ * the signer hands a signed copy of the request on, so the retry logic's own object is never
+ * changed; the restore keeps that true should the signer sign in place).
+ */
+function streamEachRequest(command: UploadPartCommand, open: () => Readable): void {
+  command.middlewareStack.add(
+    (next) => async (args) => {
+      const request = args.request as { body?: unknown } | undefined;
+      if (!request) return next(args);
+      const bytes = request.body;
+      const stream = open();
+      request.body = stream;
+      try {
+        return await next(args);
+      } finally {
+        request.body = bytes;
+        if (!stream.destroyed) stream.destroy();
+      }
+    },
+    { step: 'deserialize', name: 'provcatStreamBody' },
+  );
 }
 
 /**
@@ -498,6 +710,25 @@ export async function abortMultipartUpload(
   uploadId: string,
   cause: unknown,
 ): Promise<unknown> {
+  const abortError = await tryAbort(target, uploadId);
+  if (abortError === undefined || !(cause instanceof StoreError)) return cause;
+  const original: ProvcatError = cause;
+  return new StoreError(
+    `${original.message}; aborting multipart upload ${uploadId} failed too, so it remains until an AbortIncompleteMultipartUpload lifecycle rule removes it`,
+    {
+      uri: original.uri,
+      cause: new AggregateError([cause, abortError], 'upload failed, then its abort failed'),
+      status: cause.status,
+    },
+  );
+}
+
+/**
+ * AbortMultipartUpload, bounded to {@link ABORT_TIMEOUT_MS} and independent of any caller
+ * signal: `undefined` when the upload is gone (aborted now, or a 404: already gone), else the
+ * abort's error (logged).
+ */
+async function tryAbort(target: MultipartTarget, uploadId: string): Promise<unknown> {
   try {
     await target.client.send(
       new target.sdk.AbortMultipartUploadCommand({
@@ -508,22 +739,13 @@ export async function abortMultipartUpload(
       { abortSignal: AbortSignal.timeout(ABORT_TIMEOUT_MS) },
     );
     target.debug(`multipart ${target.bucket}/${target.key}: aborted upload ${uploadId}`);
-    return cause;
+    return undefined;
   } catch (abortError) {
-    if (statusOf(abortError) === 404) return cause; // already gone: nothing is left behind
+    if (statusOf(abortError) === 404) return undefined; // already gone: nothing is left behind
     target.debug(
       `multipart ${target.bucket}/${target.key}: aborting upload ${uploadId} failed: ${String(abortError)}`,
     );
-    if (!(cause instanceof StoreError)) return cause;
-    const original: ProvcatError = cause;
-    return new StoreError(
-      `${original.message}; aborting multipart upload ${uploadId} failed too, so it remains until an AbortIncompleteMultipartUpload lifecycle rule removes it`,
-      {
-        uri: original.uri,
-        cause: new AggregateError([cause, abortError], 'upload failed, then its abort failed'),
-        status: cause.status,
-      },
-    );
+    return abortError;
   }
 }
 

@@ -13,6 +13,14 @@
  * in flight). Buffers come from a {@link PartBufferPool}: reused part after part and dropped once
  * no upload is running. Bytes already in memory are sent as views, without a buffer.
  *
+ * **Every body reports what the request reads** (`onRead` of {@link Part.body}): a file range
+ * as it is read from disk, a buffer as views of 1 MiB handed to the request one at a time
+ * ({@link PartBody.restream}). A stream hands out its next chunk only when the request has taken
+ * the previous ones (backpressure), so the count follows the bytes the socket accepted within a
+ * chunk or two; the engine's stall watchdog (multipart.ts) counts them as progress. A buffer is
+ * still given to the SDK as bytes — so the SDK signs its SHA-256 (the store checks every byte)
+ * and retries it itself — and only the request each attempt writes streams it.
+ *
  * **Digests (managed objects).** On request a source computes the SHA-256 of the whole object
  * in read order, and the SHA-256 of each part (for resumable checkpoints). For a stream both
  * come from the one read into the part buffer, which is then sent unchanged. For a file the
@@ -56,6 +64,11 @@ export interface PartBody {
   /** The bytes (a buffer, or a stream of exactly the part's size). */
   body: Uint8Array | Readable;
   /**
+   * For bytes in memory: a fresh stream of them (views, no copy) reporting to `onRead`, for the
+   * request of each attempt the SDK makes to write instead of the bytes.
+   */
+  restream?: (() => Readable) | undefined;
+  /**
    * After the store acknowledged the part: throw if what was sent is not what the source's
    * digests describe ({@link SourceChanged}).
    */
@@ -77,8 +90,12 @@ export interface Part {
   readonly resendable: boolean;
   /** The part's SHA-256 (hex) when the source computes part digests, else `undefined`. */
   digest(signal: AbortSignal): Promise<string | undefined>;
-  /** A body for one attempt. */
-  body(signal: AbortSignal): Promise<PartBody>;
+  /**
+   * A body for one attempt. `onRead(position)` is called as a request reads the body, with how
+   * many bytes of the part that request has read so far (it starts again from 0 for each
+   * request: another attempt, or a retry of the SDK's).
+   */
+  body(signal: AbortSignal, onRead?: (position: number) => void): Promise<PartBody>;
   /** The part is done with (sent, skipped or abandoned): give its buffer back. */
   release(): void;
 }
@@ -230,7 +247,7 @@ export class FileParts implements PartSource {
       size,
       resendable: true,
       digest: (signal) => this.partDigest(number, signal),
-      body: (signal) => this.rangeBody(number, start, size, signal),
+      body: (signal, onRead) => this.rangeBody(number, start, size, signal, onRead),
       release: () => {
         this.starts.delete(number);
         this.ends.delete(number);
@@ -244,13 +261,14 @@ export class FileParts implements PartSource {
     start: number,
     size: number,
     signal: AbortSignal,
+    onRead: ((position: number) => void) | undefined,
   ): Promise<PartBody> {
     let hash: Hash | undefined;
     if (this.options.digest) {
       await this.reach(number - 1, signal);
       hash = (this.starts.get(number) as Hash).copy();
     }
-    const stream = new RangeStream(this.handle, this.path, start, size, hash);
+    const stream = new RangeStream(this.handle, this.path, start, size, hash, onRead);
     return {
       body: stream,
       sent: async (signal) => {
@@ -373,8 +391,9 @@ export class FileParts implements PartSource {
 
 /**
  * One byte range of a file as a stream, read in chunks at explicit positions (so several ranges
- * of one handle can stream at once). Each chunk is hashed into `hash` just before it is pushed.
- * A file that ends early is {@link SourceChanged}.
+ * of one handle can stream at once). Each chunk is hashed into `hash`, and the bytes of the range
+ * read so far reported to `onRead`, just before it is pushed (a chunk is read from disk only when
+ * the request wants more). A file that ends early is {@link SourceChanged}.
  */
 class RangeStream extends Readable {
   /** Bytes of the range not yet read. */
@@ -384,9 +403,10 @@ class RangeStream extends Readable {
   constructor(
     private readonly handle: FileHandle,
     private readonly path: string,
-    start: number,
+    private readonly start: number,
     size: number,
     private readonly hash: Hash | undefined,
+    private readonly onRead: ((position: number) => void) | undefined,
   ) {
     super({ highWaterMark: FILE_CHUNK });
     this.position = start;
@@ -415,6 +435,7 @@ class RangeStream extends Readable {
         this.hash?.update(bytes);
         this.position += bytesRead;
         this.remaining -= bytesRead;
+        this.onRead?.(this.position - this.start);
         this.push(bytes);
         if (this.remaining === 0) this.push(null);
       },
@@ -554,6 +575,33 @@ export class BytesReader implements PartReader {
   async close(): Promise<void> {}
 }
 
+/**
+ * Bytes in memory as a stream of views (no copies) of at most {@link FILE_CHUNK} bytes, handed
+ * out when the consumer asks for more; the bytes handed out so far are reported to `onRead`.
+ */
+class BytesStream extends Readable {
+  private offset = 0;
+  constructor(
+    private readonly bytes: Uint8Array,
+    private readonly onRead: ((position: number) => void) | undefined,
+  ) {
+    super({ highWaterMark: FILE_CHUNK });
+  }
+
+  override _read(): void {
+    if (this.offset >= this.bytes.length) {
+      this.push(null);
+      return;
+    }
+    const end = Math.min(this.bytes.length, this.offset + FILE_CHUNK);
+    const view = this.bytes.subarray(this.offset, end);
+    this.offset = end;
+    this.onRead?.(end);
+    this.push(view);
+    if (this.offset >= this.bytes.length) this.push(null);
+  }
+}
+
 /** A part of a {@link BufferedParts}: its bytes are in memory. */
 export interface BufferedPart extends Part {
   /** The part's bytes (a view of its buffer, or of the caller's bytes). */
@@ -634,14 +682,18 @@ export class BufferedParts implements PartSource {
     const sha256 = this.options.partDigests
       ? createHash('sha256').update(data).digest('hex')
       : undefined;
-    const body: PartBody = { body: data, sent: async () => {}, dispose: () => {} };
     return {
       number: ++this.number,
       size: data.length,
       bytes: data,
       resendable: false,
       digest: async () => sha256,
-      body: async () => body,
+      body: async (_signal, onRead) => ({
+        body: data,
+        restream: () => new BytesStream(data, onRead),
+        sent: async () => {},
+        dispose: () => {},
+      }),
       release,
     };
   }

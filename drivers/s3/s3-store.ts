@@ -270,6 +270,8 @@ export class S3Store extends ObjectStore {
   readonly partSize: number;
   /** Parts in flight per multipart upload (and part buffers per store). */
   readonly partsInFlight: number;
+  /** A multipart upload with no progress for this long (ms) fails with `UploadStalled`. */
+  readonly stallTimeoutMs: number;
   /** Copies above this many bytes use UploadPartCopy. */
   readonly copyThreshold: number;
   /** What `_createMode` falls back to when the store ignores `If-None-Match: *`. */
@@ -304,6 +306,7 @@ export class S3Store extends ObjectStore {
     this.multipartThreshold = this.config.multipartThreshold;
     this.partSize = this.config.partSize;
     this.partsInFlight = this.config.partsInFlight;
+    this.stallTimeoutMs = this.config.stallTimeoutMs;
     this.copyThreshold = this.config.copyThreshold;
     this.createFallback = this.config.createFallback;
     this.pool = new PartBufferPool();
@@ -874,6 +877,7 @@ export class S3Store extends ObjectStore {
       const result = await uploadMultipart(target, parts, {
         partSize,
         partsInFlight: this.partsInFlight,
+        stallTimeoutMs: this.stallTimeoutMs,
         contentType: options.contentType,
         signal: options.signal,
         onProgress: options.onProgress,

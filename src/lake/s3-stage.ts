@@ -14,7 +14,10 @@
  * from the stage's pool, at most `partsInFlight` of them per upload. Nothing is visible under the
  * key before CompleteMultipartUpload. A failure or cancellation cancels the parts in flight,
  * waits for them, and aborts the multipart upload (bounded to 30 s); a process crash cannot, so
- * buckets need an AbortIncompleteMultipartUpload lifecycle rule (docs/managed-objects.md).
+ * buckets need an AbortIncompleteMultipartUpload lifecycle rule (docs/managed-objects.md). A
+ * store that stops answering fails the upload with `UploadStalled` after `stallTimeoutMs` (the
+ * engine's watchdog; stage option and per-upload option, default 120 s), aborted like any
+ * failure, or kept with its checkpoint for a resumable upload.
  *
  * Resumable upload (a path source and `checkpointDir`): see checkpoint.ts for the format and
  * {@link S3Stage.upload} for the recovery steps.
@@ -36,8 +39,10 @@ import { debuglog } from 'node:util';
 import type { S3Client } from '@aws-sdk/client-s3';
 import {
   DEFAULT_PART_SIZE,
+  DEFAULT_STALL_TIMEOUT_MS,
   MAX_PART_SIZE,
   MAX_PARTS,
+  MAX_STALL_TIMEOUT_MS,
   MIN_PART_SIZE,
 } from '../../drivers/s3/config.js';
 import type { S3Store } from '../../drivers/s3/index.js';
@@ -115,6 +120,12 @@ export interface S3StageOptions {
   /** Default parts in flight for uploads, 1..16 (default 4). */
   partsInFlight?: number | undefined;
   /**
+   * Default stall timeout of uploads (milliseconds, 1..2^31-1; default 120,000): an upload
+   * during which nothing moves for this long fails with `UploadStalled`; see
+   * {@link S3UploadOptions.stallTimeoutMs}.
+   */
+  stallTimeoutMs?: number | undefined;
+  /**
    * Part size in bytes (default 64 MiB; 5 MiB..5 GiB). For tests: resumable uploads accept only
    * 5 MiB and 64 MiB.
    * @internal
@@ -132,6 +143,28 @@ export interface S3StageOptions {
   lockStaleMs?: number | undefined;
 }
 
+/** Options of {@link S3Stage.upload}: the stage's options, and the S3-only stall timeout. */
+export interface S3UploadOptions extends UploadOptions {
+  /**
+   * Fail with `UploadStalled` when nothing moves for this long (milliseconds, 1..2^31-1; default
+   * the stage's `stallTimeoutMs`, else 120,000): no part acknowledged and no new body byte taken
+   * by the store while parts are being sent. The parts in flight are cancelled and none is sent
+   * again; the multipart upload is aborted, or, with `checkpointDir`, kept with its checkpoint
+   * so that a retry resumes it.
+   */
+  stallTimeoutMs?: number | undefined;
+}
+
+/** Validate a stall timeout (1..2^31-1 ms). Throws {@link StageConfigError}. */
+function checkStallTimeout(value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1 || value > MAX_STALL_TIMEOUT_MS) {
+    throw new StageConfigError(
+      `stallTimeoutMs must be an integer in 1..${MAX_STALL_TIMEOUT_MS}, not ${String(value)}`,
+    );
+  }
+  return value;
+}
+
 interface Connection {
   store: S3Store;
   client: S3Client;
@@ -147,6 +180,7 @@ export class S3Stage extends StageBase implements ManagedStage {
   readonly partSize: number;
   private readonly base: readonly string[];
   private readonly partsInFlight: number;
+  private readonly stallTimeoutMs: number;
   private readonly maxParts: number;
   private readonly lockStaleMs: number;
   /** Part buffers of stream uploads (a file upload needs none). */
@@ -162,6 +196,7 @@ export class S3Stage extends StageBase implements ManagedStage {
     this.keyPrefix = effectivePrefix(descriptor);
     this.base = splitKey(this.keyPrefix);
     this.partsInFlight = checkPartsInFlight(options.partsInFlight);
+    this.stallTimeoutMs = checkStallTimeout(options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS);
     const partSize = options.partSize ?? DEFAULT_PART_SIZE;
     if (!Number.isSafeInteger(partSize) || partSize < MIN_PART_SIZE || partSize > MAX_PART_SIZE) {
       throw new StageConfigError(
@@ -268,11 +303,13 @@ export class S3Stage extends StageBase implements ManagedStage {
    * the retry streams the destination once and accepts it only if its size and SHA-256 equal the
    * source's. A source whose size or mtime changed since the checkpoint starts a fresh upload
    * (the old one is aborted). Cancellation aborts the exact upload and removes the checkpoint; a
-   * store or network failure keeps both for the next retry.
+   * store or network failure, a stall included (`UploadStalled`), keeps both for the next retry.
    */
-  async upload(source: UploadSource, options: UploadOptions = {}): Promise<DataLocation> {
-    const contentType = checkContentType(options.contentType ?? DEFAULT_CONTENT_TYPE);
-    const window = checkPartsInFlight(options.partsInFlight ?? this.partsInFlight);
+  async upload(source: UploadSource, given: S3UploadOptions = {}): Promise<DataLocation> {
+    const contentType = checkContentType(given.contentType ?? DEFAULT_CONTENT_TYPE);
+    const window = checkPartsInFlight(given.partsInFlight ?? this.partsInFlight);
+    const stallTimeoutMs = checkStallTimeout(given.stallTimeoutMs ?? this.stallTimeoutMs);
+    const options: S3UploadOptions = { ...given, stallTimeoutMs };
     if (options.checkpointDir !== undefined) {
       if (typeof source !== 'string') {
         throw new StageConfigError('resumable uploads (checkpointDir) need a file path source');
@@ -313,7 +350,7 @@ export class S3Stage extends StageBase implements ManagedStage {
     source: UploadSource,
     contentType: string,
     window: number,
-    options: UploadOptions,
+    options: S3UploadOptions,
   ): Promise<DataLocation> {
     const c = await this.connect();
     const key = this.newKey();
@@ -335,6 +372,7 @@ export class S3Stage extends StageBase implements ManagedStage {
         partsInFlight: window,
         maxParts: this.maxParts,
         contentType,
+        stallTimeoutMs: options.stallTimeoutMs,
         signal: options.signal,
         onProgress: (bytes) =>
           options.onProgress?.({ operation: 'upload', uri, bytes, totalBytes: parts.size }),
@@ -381,7 +419,7 @@ export class S3Stage extends StageBase implements ManagedStage {
     checkpointDir: string,
     contentType: string,
     window: number,
-    options: UploadOptions,
+    options: S3UploadOptions,
   ): Promise<DataLocation> {
     const sourcePath = path.resolve(file);
     const cpFile = checkpointPath(checkpointDir, this.identity, sourcePath);
@@ -642,7 +680,7 @@ export class S3Stage extends StageBase implements ManagedStage {
     parts: FileParts,
     window: number,
     signal: AbortSignal,
-    options: UploadOptions,
+    options: S3UploadOptions,
   ): Promise<DataLocation> {
     const { key, uploadId } = checkpoint;
     const uri = s3Uri(this.descriptor.bucket, key);
@@ -656,6 +694,7 @@ export class S3Stage extends StageBase implements ManagedStage {
         uploadId,
         trusted,
         abortOnFailure: false,
+        stallTimeoutMs: options.stallTimeoutMs,
         signal,
         onPart: async (part) => {
           // Trusted parts are in the checkpoint already; record what was (re)sent.
