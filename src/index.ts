@@ -43,7 +43,9 @@ export {
   OfflineMiss,
   ProvcatError,
   type ProvcatErrorOptions,
+  type StalledUploadOutcome,
   StoreError,
+  UploadStalled,
   UriError,
 } from './errors.js';
 export * from './lake/index.js';

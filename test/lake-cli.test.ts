@@ -246,6 +246,13 @@ describe('provcat upload / cat / verify on a local stage', () => {
     expect((await run('verify', [JSON.stringify(loc)], {})).error).toMatchObject({
       name: 'UsageError',
     });
+    for (const bad of ['0', '1.5', 'soon']) {
+      const r = await run('upload', [path.join(dir, 'nothing')], {
+        stage: stageText,
+        'stall-timeout': bad,
+      });
+      expect(r.error).toMatchObject({ name: 'UsageError', message: /--stall-timeout/ });
+    }
   });
 });
 

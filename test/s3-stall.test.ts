@@ -28,16 +28,14 @@ import { parseCheckpoint } from '../src/lake/checkpoint.js';
 import { type S3Stage, StageConfigError, stageFromDescriptor } from '../src/lake/index.js';
 import {
   countCalls,
-  dropBucket,
   MiB,
-  makeBucket,
   openUploads,
   readObject,
   s3Descriptor,
   s3Endpoint,
   testClient,
 } from './fixtures/lake-helpers.js';
-import { describeS3 } from './setup/s3.js';
+import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-stall-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -558,10 +556,11 @@ describeS3('stalls and part bodies against S3', () => {
 
   beforeAll(async () => {
     admin = testClient();
-    bucket = await makeBucket(admin, 'stall');
+    bucket = await createTestBucket('lake-stall');
   });
   afterAll(async () => {
-    await dropBucket(admin, bucket);
+    // Objects are written only under resume/ (the corrupted put under corrupt/ is refused).
+    await dropTestBucket(bucket, 'resume/');
     admin.destroy();
   });
 

@@ -11,6 +11,7 @@ export {
   type CreateFallback,
   DEFAULT_PART_SIZE,
   DEFAULT_PARTS_IN_FLIGHT,
+  DEFAULT_STALL_TIMEOUT_MS,
   MAX_PARTS,
   MAX_PARTS_IN_FLIGHT,
   resolveS3Config,

@@ -152,18 +152,21 @@ const uploadCommand: Command = {
   name: 'upload',
   summary: 'upload a local file as an immutable managed object; prints its DataLocation',
   usage:
-    'provcat upload LOCAL --stage STAGE [--content-type T] [--checkpoint-dir D] [--parts-in-flight N] [--json]',
+    'provcat upload LOCAL --stage STAGE [--content-type T] [--checkpoint-dir D] [--parts-in-flight N] [--stall-timeout SECONDS] [--json]',
   options: {
     stage: { type: 'string' },
     'content-type': { type: 'string' },
     'checkpoint-dir': { type: 'string' },
     'parts-in-flight': { type: 'string' },
+    'stall-timeout': { type: 'string' },
   },
   positionals: [1, 1],
   async run(args: CliArgs, ctx: CliContext) {
     const source = args.positionals[0] as string;
     const stage = await stageFromString(stageArg(args), { env: ctx.env });
     const partsInFlight = intArg(args.values['parts-in-flight'], '--parts-in-flight');
+    const stallSeconds = intArg(args.values['stall-timeout'], '--stall-timeout');
+    if (stallSeconds === 0) throw new UsageError('--stall-timeout takes at least 1 second');
     const contentType = args.values['content-type'];
     const checkpointDir = args.values['checkpoint-dir'];
     const bar = ctx.progress(`upload ${path.basename(source)}`);
@@ -174,6 +177,7 @@ const uploadCommand: Command = {
         contentType: typeof contentType === 'string' ? contentType : undefined,
         checkpointDir: typeof checkpointDir === 'string' ? checkpointDir : undefined,
         partsInFlight,
+        stallTimeoutMs: stallSeconds === undefined ? undefined : stallSeconds * 1000,
         onProgress: bar.onProgress,
         signal: cancel.signal,
       });

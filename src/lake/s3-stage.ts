@@ -122,7 +122,7 @@ export interface S3StageOptions {
   /**
    * Default stall timeout of uploads (milliseconds, 1..2^31-1; default 120,000): an upload
    * during which nothing moves for this long fails with `UploadStalled`; see
-   * {@link S3UploadOptions.stallTimeoutMs}.
+   * {@link UploadOptions.stallTimeoutMs}.
    */
   stallTimeoutMs?: number | undefined;
   /**
@@ -141,18 +141,6 @@ export interface S3StageOptions {
    * @internal
    */
   lockStaleMs?: number | undefined;
-}
-
-/** Options of {@link S3Stage.upload}: the stage's options, and the S3-only stall timeout. */
-export interface S3UploadOptions extends UploadOptions {
-  /**
-   * Fail with `UploadStalled` when nothing moves for this long (milliseconds, 1..2^31-1; default
-   * the stage's `stallTimeoutMs`, else 120,000): no part acknowledged and no new body byte taken
-   * by the store while parts are being sent. The parts in flight are cancelled and none is sent
-   * again; the multipart upload is aborted, or, with `checkpointDir`, kept with its checkpoint
-   * so that a retry resumes it.
-   */
-  stallTimeoutMs?: number | undefined;
 }
 
 /** Validate a stall timeout (1..2^31-1 ms). Throws {@link StageConfigError}. */
@@ -305,11 +293,11 @@ export class S3Stage extends StageBase implements ManagedStage {
    * (the old one is aborted). Cancellation aborts the exact upload and removes the checkpoint; a
    * store or network failure, a stall included (`UploadStalled`), keeps both for the next retry.
    */
-  async upload(source: UploadSource, given: S3UploadOptions = {}): Promise<DataLocation> {
+  async upload(source: UploadSource, given: UploadOptions = {}): Promise<DataLocation> {
     const contentType = checkContentType(given.contentType ?? DEFAULT_CONTENT_TYPE);
     const window = checkPartsInFlight(given.partsInFlight ?? this.partsInFlight);
     const stallTimeoutMs = checkStallTimeout(given.stallTimeoutMs ?? this.stallTimeoutMs);
-    const options: S3UploadOptions = { ...given, stallTimeoutMs };
+    const options: UploadOptions = { ...given, stallTimeoutMs };
     if (options.checkpointDir !== undefined) {
       if (typeof source !== 'string') {
         throw new StageConfigError('resumable uploads (checkpointDir) need a file path source');
@@ -350,7 +338,7 @@ export class S3Stage extends StageBase implements ManagedStage {
     source: UploadSource,
     contentType: string,
     window: number,
-    options: S3UploadOptions,
+    options: UploadOptions,
   ): Promise<DataLocation> {
     const c = await this.connect();
     const key = this.newKey();
@@ -419,7 +407,7 @@ export class S3Stage extends StageBase implements ManagedStage {
     checkpointDir: string,
     contentType: string,
     window: number,
-    options: S3UploadOptions,
+    options: UploadOptions,
   ): Promise<DataLocation> {
     const sourcePath = path.resolve(file);
     const cpFile = checkpointPath(checkpointDir, this.identity, sourcePath);
@@ -680,7 +668,7 @@ export class S3Stage extends StageBase implements ManagedStage {
     parts: FileParts,
     window: number,
     signal: AbortSignal,
-    options: S3UploadOptions,
+    options: UploadOptions,
   ): Promise<DataLocation> {
     const { key, uploadId } = checkpoint;
     const uri = s3Uri(this.descriptor.bucket, key);

@@ -39,6 +39,14 @@ export interface UploadOptions {
   checkpointDir?: string | undefined;
   /** S3: parts uploaded concurrently, 1..16 (default 4). Memory is `partsInFlight` × part size. */
   partsInFlight?: number | undefined;
+  /**
+   * S3: fail with `UploadStalled` when nothing moves for this long (milliseconds, 1..2^31-1;
+   * default the stage's `stallTimeoutMs`, else 120,000): no part acknowledged and no new body
+   * byte taken by the store while parts are being sent. The parts in flight are cancelled and
+   * none is sent again; the multipart upload is aborted, or, with `checkpointDir`, kept with its
+   * checkpoint so that a retry resumes it. Local stages ignore it.
+   */
+  stallTimeoutMs?: number | undefined;
 }
 
 /** Options of reads. */
