@@ -42,7 +42,7 @@ import { ObjectIntegrityError, OfflineMiss, StoreError } from '../src/errors.js'
 import { registerDriver } from '../src/registry.js';
 import { Uri } from '../src/uri.js';
 import { conformance } from './conformance/index.js';
-import { rejection, text, versionsSuite } from './conformance/versions.js';
+import { text, versionsSuite } from './conformance/versions.js';
 import {
   describeS3,
   removeBucket,
@@ -52,6 +52,7 @@ import {
   uniqueBucketName,
 } from './setup/s3.js';
 import { MemoryBackend, MemoryStore, type MemoryStoreOptions } from './support/memory-store.js';
+import { rejection } from './support/rejection.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..');

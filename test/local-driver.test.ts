@@ -23,6 +23,7 @@ import { compareUtf8 } from '../drivers/local/local-store.js';
 import { Exists, isAbort, NotFound, StoreError, UriError } from '../src/errors.js';
 import { conformance } from './conformance/index.js';
 import { randomPrefix } from './conformance/target.js';
+import { rejection } from './support/rejection.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..');
@@ -52,15 +53,6 @@ async function bytes(body: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of body) chunks.push(Buffer.from(chunk as Uint8Array));
   return Buffer.concat(chunks);
-}
-
-async function rejection(call: Promise<unknown>): Promise<unknown> {
-  return call.then(
-    () => {
-      throw new Error('expected the call to fail');
-    },
-    (error: unknown) => error,
-  );
 }
 
 async function all<T>(items: AsyncIterable<T>): Promise<T[]> {

@@ -41,17 +41,9 @@ import {
   testS3Client,
   uniqueBucketName,
 } from './setup/s3.js';
+import { rejection } from './support/rejection.js';
 
 const MiB = 1024 * 1024;
-
-async function rejection(call: Promise<unknown>): Promise<unknown> {
-  return call.then(
-    () => {
-      throw new Error('expected the call to fail');
-    },
-    (error: unknown) => error,
-  );
-}
 
 async function bytesOf(body: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];

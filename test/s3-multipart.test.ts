@@ -48,6 +48,7 @@ import {
 } from '../src/lake/index.js';
 import { countCalls, openUploads, s3Descriptor, testClient } from './fixtures/lake-helpers.js';
 import { describeS3, removeBucket, uniqueBucketName } from './setup/s3.js';
+import { rejection } from './support/rejection.js';
 
 const MiB = 1024 * 1024;
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-multipart-'));
@@ -55,15 +56,6 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 function sha256(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');
-}
-
-async function rejection(call: Promise<unknown>): Promise<unknown> {
-  return call.then(
-    () => {
-      throw new Error('expected the call to fail');
-    },
-    (error: unknown) => error,
-  );
 }
 
 let files = 0;

@@ -36,6 +36,7 @@ import {
   testClient,
 } from './fixtures/lake-helpers.js';
 import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
+import { rejection } from './support/rejection.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-stall-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -64,15 +65,6 @@ function mebibytes(count: number): Readable {
     (function* () {
       for (let i = 0; i < count; i++) yield block;
     })(),
-  );
-}
-
-async function rejection(call: Promise<unknown>): Promise<unknown> {
-  return call.then(
-    () => {
-      throw new Error('expected the call to fail');
-    },
-    (error: unknown) => error,
   );
 }
 

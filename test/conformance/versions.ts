@@ -41,6 +41,7 @@ import {
 } from '../../src/errors.js';
 import { type Location, ObjectStore } from '../../src/object-store.js';
 import { Uri } from '../../src/uri.js';
+import { rejection } from '../support/rejection.js';
 import { forbidPrimitives, readTree } from './fetch.js';
 import { tempCache } from './store.js';
 import { type ConformanceTarget, randomPrefix } from './target.js';
@@ -157,16 +158,6 @@ export async function text(body: Readable): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of body) chunks.push(Buffer.from(chunk as Uint8Array));
   return Buffer.concat(chunks).toString('utf8');
-}
-
-/** The reason a promise rejected (fails the test when it resolves). */
-export async function rejection(call: Promise<unknown>): Promise<unknown> {
-  return call.then(
-    (value) => {
-      throw new Error(`expected a failure, got ${String(value)}`);
-    },
-    (error: unknown) => error,
-  );
 }
 
 /** The versions part of the conformance suite. */
