@@ -255,11 +255,13 @@ async function fetchFolder(
   });
 }
 
+/** lstat, or `undefined` when nothing is there (a missing file, or a file where a folder was). */
 function statOrUndefined(p: string): ReturnType<typeof lstatSync> | undefined {
   try {
-    return lstatSync(p);
-  } catch {
-    return undefined;
+    return lstatSync(p, { throwIfNoEntry: false });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    throw error;
   }
 }
 
