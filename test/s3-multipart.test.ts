@@ -11,9 +11,9 @@
  * that fails once is sent again from its file range; a file changed during the upload fails
  * with SourceChanged and leaves no upload and no object; cancellation leaves nothing.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { appendFile, open, readFile, truncate, writeFile } from 'node:fs/promises';
+import { appendFile, open, readFile, truncate } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -39,6 +39,7 @@ import {
   type PartSource,
   StreamReader,
 } from '../drivers/s3/parts.js';
+import { sha256Hex } from '../src/commits/format.js';
 import { isAbort, NotFound, StoreError, UploadStalled } from '../src/errors.js';
 import {
   PartLimitExceeded,
@@ -46,7 +47,13 @@ import {
   SourceChanged,
   stageFromDescriptor,
 } from '../src/lake/index.js';
-import { countCalls, openUploads, s3Descriptor, testClient } from './fixtures/lake-helpers.js';
+import {
+  countCalls,
+  openUploads,
+  randomFiles,
+  s3Descriptor,
+  testClient,
+} from './fixtures/lake-helpers.js';
 import { describeS3, removeBucket, uniqueBucketName } from './setup/s3.js';
 import { rejection } from './support/rejection.js';
 
@@ -54,18 +61,8 @@ const MiB = 1024 * 1024;
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-multipart-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-function sha256(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
-let files = 0;
 /** A file of `size` random bytes under the test directory; returns its path and bytes. */
-async function randomFile(size: number): Promise<{ file: string; data: Buffer }> {
-  const file = path.join(work, `f${files++}.bin`);
-  const data = randomBytes(size);
-  await writeFile(file, data);
-  return { file, data };
-}
+const randomFile = randomFiles(work);
 
 /** Overwrite `bytes.length` bytes of `file` at `position` (same size, new mtime). */
 async function overwrite(file: string, position: number, bytes: Buffer): Promise<void> {
@@ -197,7 +194,7 @@ describe('multipart engine (fake client)', () => {
           .map((c) => c.body as Buffer),
       ).equals(data),
     ).toBe(true);
-    expect(result).toMatchObject({ size: data.length, sha256: sha256(data), sent: 11 });
+    expect(result).toMatchObject({ size: data.length, sha256: sha256Hex(data), sent: 11 });
     expect(most).toBe(3);
     expect(pool.allocated).toBeLessThanOrEqual(3);
     expect(progress.at(-1)).toBe(data.length);
@@ -287,7 +284,7 @@ describe('multipart engine (fake client)', () => {
     expect(parts(calls).sort()).toEqual([1, 2, 2, 3, 4]);
     const sent = calls.filter((c) => c.name === 'UploadPart' && c.input.PartNumber === 2);
     expect(sent.map((c) => (c.body as Buffer).equals(data.subarray(16, 32)))).toEqual([true, true]);
-    expect(result.sha256).toBe(sha256(data));
+    expect(result.sha256).toBe(sha256Hex(data));
 
     const refused = fakeTarget(async (call) => {
       if (call.name === 'UploadPart' && call.input.PartNumber === 2) {
@@ -384,13 +381,13 @@ describe('multipart engine (fake client)', () => {
       digest: true,
     });
     const result = await run(target, source, { stallTimeoutMs: 100 });
-    expect(result.sha256).toBe(sha256(data));
+    expect(result.sha256).toBe(sha256Hex(data));
     expect(parts(calls)).toEqual([1, 2, 3, 4]);
   });
 
   it('keeps trusted parts whose digest still matches, sends the others, and reports each part', async () => {
     const { file, data } = await randomFile(16 * 4);
-    const partSha = (n: number) => sha256(data.subarray((n - 1) * 16, n * 16));
+    const partSha = (n: number) => sha256Hex(data.subarray((n - 1) * 16, n * 16));
     const trusted = new Map([
       [1, { etag: '"t1"', sha256: partSha(1) }],
       [3, { etag: '"t3"', sha256: '0'.repeat(64) }], // the source changed there: sent again
@@ -414,7 +411,7 @@ describe('multipart engine (fake client)', () => {
     expect(reported.sort((a, b) => a.number - b.number)).toEqual(
       [1, 2, 3, 4].map((n) => ({ number: n, sent: n !== 1, sha256: partSha(n) })),
     );
-    expect(result).toMatchObject({ sha256: sha256(data), sent: 3 });
+    expect(result).toMatchObject({ sha256: sha256Hex(data), sent: 3 });
   });
 
   it('a cancelled upload rejects with the abort and aborts the multipart upload', async () => {
@@ -466,9 +463,9 @@ describe('file parts', () => {
         part.release();
       }
       expect(digests).toEqual(
-        Array.from({ length: 6 }, (_, i) => sha256(data.subarray(i * 16, (i + 1) * 16))),
+        Array.from({ length: 6 }, (_, i) => sha256Hex(data.subarray(i * 16, (i + 1) * 16))),
       );
-      expect(await source.finish()).toEqual({ size: data.length, sha256: sha256(data) });
+      expect(await source.finish()).toEqual({ size: data.length, sha256: sha256Hex(data) });
     } finally {
       await source.close();
     }
@@ -627,7 +624,7 @@ describeS3('file sources against S3', () => {
     const back = await stored(`put/${size}`);
     expect(back.length).toBe(size);
     expect(back.equals(data)).toBe(true);
-    expect(sha256(back)).toBe(sha256(data));
+    expect(sha256Hex(back)).toBe(sha256Hex(data));
     const head = await admin.send(new HeadObjectCommand({ Bucket: bucket, Key: `put/${size}` }));
     expect(head.ETag).toBe(info.version);
   });
@@ -650,7 +647,7 @@ describeS3('file sources against S3', () => {
     const up = stage('retry', failOnceAfter(3));
     const loc = await up.stage.upload(file);
     expect(up.calls.parts.sort()).toEqual([1, 2, 3, 3, 4]);
-    expect(loc.sha256).toBe(sha256(data));
+    expect(loc.sha256).toBe(sha256Hex(data));
     expect((await stored(loc.uri.slice(`s3://${bucket}/`.length))).equals(data)).toBe(true);
     expect(await openUploads(admin, bucket)).toEqual([]);
   });

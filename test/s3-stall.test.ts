@@ -12,9 +12,8 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -23,13 +22,16 @@ import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_STALL_TIMEOUT_MS } from '../drivers/s3/config.js';
 import { S3Store } from '../drivers/s3/index.js';
+import { sha256Hex } from '../src/commits/format.js';
 import { StoreError, UploadStalled } from '../src/errors.js';
 import { parseCheckpoint } from '../src/lake/checkpoint.js';
 import { type S3Stage, StageConfigError, stageFromDescriptor } from '../src/lake/index.js';
 import {
   countCalls,
+  listening,
   MiB,
   openUploads,
+  randomFiles,
   readObject,
   s3Descriptor,
   s3Endpoint,
@@ -46,17 +48,8 @@ const STALL_MS = 1500;
 /** The most a stalled upload may take to fail on a loaded 2-core machine (10 × the timeout). */
 const BOUND_MS = 10 * STALL_MS;
 
-function sha256(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
-let files = 0;
-async function randomFile(size: number): Promise<{ file: string; data: Buffer }> {
-  const file = path.join(work, `f${files++}.bin`);
-  const data = randomBytes(size);
-  await writeFile(file, data);
-  return { file, data };
-}
+/** A file of `size` random bytes under the test directory; returns its path and bytes. */
+const randomFile = randomFiles(work);
 
 /** `count` MiB of one random MiB, as a stream (a source of buffered parts). */
 function mebibytes(count: number): Readable {
@@ -216,20 +209,13 @@ async function startFakeS3(mode: (part: number, attempt: number) => PartMode): P
     res.writeHead(501);
     res.end();
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    ...(await listening(server)),
     parts,
     ops,
     resume: () => {
       for (const req of stopped.splice(0)) req.resume();
     },
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.closeAllConnections();
-        server.close((error) => (error ? reject(error) : resolve()));
-      }),
   };
 }
 
@@ -408,7 +394,7 @@ describe('a store that stops answering (fake S3)', () => {
     ]);
     for (const p of f.parts) {
       const bytes = data.subarray((p.number - 1) * 5 * MiB, p.number * 5 * MiB);
-      expect(p.bodySha256).toBe(sha256(bytes));
+      expect(p.bodySha256).toBe(sha256Hex(bytes));
       expect(p.payload).toBe(p.bodySha256);
     }
   });
@@ -464,7 +450,7 @@ describe('a store that stops answering (fake S3)', () => {
     const checkpoint = parseCheckpoint(await readFile(cp as string, 'utf8'), cp as string);
     expect(checkpoint.uploadId).toBe(UPLOAD_ID);
     expect(checkpoint.parts).toEqual([
-      { number: 1, etag: '"part-1"', sha256: sha256(data.subarray(0, 5 * MiB)) },
+      { number: 1, etag: '"part-1"', sha256: sha256Hex(data.subarray(0, 5 * MiB)) },
     ]);
   });
 
@@ -530,16 +516,7 @@ async function startPartProxy(
     });
     req.on('end', () => forward.end());
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    endpoint: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
-        server.closeAllConnections();
-        server.close((error) => (error ? reject(error) : resolve()));
-      }),
-  };
+  return listening(server);
 }
 
 describeS3('stalls and part bodies against S3', () => {
@@ -591,7 +568,7 @@ describeS3('stalls and part bodies against S3', () => {
     const loc = await retry.upload(file, { checkpointDir: cpDir });
     expect(calls.parts.sort()).toEqual([3, 4]);
     expect(calls.count('CreateMultipartUpload')).toBe(0);
-    expect(loc.sha256).toBe(sha256(data));
+    expect(loc.sha256).toBe(sha256Hex(data));
     expect(loc.sizeBytes).toBe(data.length);
     const stored = await readObject(admin, bucket, loc.uri.slice(`s3://${bucket}/`.length));
     expect(stored.equals(data)).toBe(true);

@@ -573,77 +573,66 @@ async function sendPart(
   attempts: number,
   watchdog: Watchdog,
 ): Promise<string> {
-  watchdog.begin(part.number);
-  try {
-    return await sendAttempts(target, uploadId, part, signal, attempts, watchdog);
-  } finally {
-    watchdog.end(part.number);
-  }
-}
-
-async function sendAttempts(
-  target: MultipartTarget,
-  uploadId: string,
-  part: Part,
-  signal: AbortSignal,
-  attempts: number,
-  watchdog: Watchdog,
-): Promise<string> {
   const { client, sdk, bucket, key } = target;
   // The furthest byte of the part any request has read.
   let reached = 0;
-  for (let attempt = 1; ; attempt++) {
-    const body = await part.body(signal, (position) => {
-      if (position > reached) {
-        reached = position;
-        watchdog.moved();
-      }
-    });
-    // A body that fails (the file cannot be read, or changed) must also end its request: the
-    // server would wait for the missing bytes.
-    const request = linked(signal);
-    let bodyError: { error: unknown } | undefined;
-    if (body.body instanceof Readable) {
-      body.body.once('error', (error) => {
-        bodyError ??= { error };
-        request.abort(error);
+  watchdog.begin(part.number);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      const body = await part.body(signal, (position) => {
+        if (position > reached) {
+          reached = position;
+          watchdog.moved();
+        }
       });
-    }
-    try {
-      let etag: string | undefined;
-      try {
-        const command = new sdk.UploadPartCommand({
-          Bucket: bucket,
-          Key: key,
-          UploadId: uploadId,
-          PartNumber: part.number,
-          Body: body.body,
-          ContentLength: part.size,
+      // A body that fails (the file cannot be read, or changed) must also end its request: the
+      // server would wait for the missing bytes.
+      const request = linked(signal);
+      let bodyError: { error: unknown } | undefined;
+      if (body.body instanceof Readable) {
+        body.body.once('error', (error) => {
+          bodyError ??= { error };
+          request.abort(error);
         });
-        if (body.restream !== undefined) streamEachRequest(command, body.restream);
-        const out = await client.send(command, { abortSignal: request.signal });
-        etag = out.ETag;
-        watchdog.moved();
+      }
+      try {
+        let etag: string | undefined;
+        try {
+          const command = new sdk.UploadPartCommand({
+            Bucket: bucket,
+            Key: key,
+            UploadId: uploadId,
+            PartNumber: part.number,
+            Body: body.body,
+            ContentLength: part.size,
+          });
+          if (body.restream !== undefined) streamEachRequest(command, body.restream);
+          const out = await client.send(command, { abortSignal: request.signal });
+          etag = out.ETag;
+          watchdog.moved();
+        } catch (error) {
+          throw bodyError ? bodyError.error : error;
+        }
+        if (!etag)
+          throw new StoreError(`UploadPart ${part.number} of ${bucket}/${key} returned no ETag`);
+        await body.sent(signal);
+        return etag;
       } catch (error) {
-        throw bodyError ? bodyError.error : error;
+        if (!part.resendable || attempt >= attempts || signal.aborted || !retryable(error)) {
+          throw mapped(error, target, 'UploadPart');
+        }
+        const delay = Math.min(20_000, Math.random() * 100 * 2 ** attempt);
+        target.debug(
+          `multipart ${bucket}/${key}: part ${part.number} failed (${errorName(error)}), sending it again in ${Math.round(delay)} ms (attempt ${attempt + 1} of ${attempts})`,
+        );
+        await sleep(delay, signal);
+      } finally {
+        body.dispose();
+        request.dispose();
       }
-      if (!etag)
-        throw new StoreError(`UploadPart ${part.number} of ${bucket}/${key} returned no ETag`);
-      await body.sent(signal);
-      return etag;
-    } catch (error) {
-      if (!part.resendable || attempt >= attempts || signal.aborted || !retryable(error)) {
-        throw mapped(error, target, 'UploadPart');
-      }
-      const delay = Math.min(20_000, Math.random() * 100 * 2 ** attempt);
-      target.debug(
-        `multipart ${bucket}/${key}: part ${part.number} failed (${errorName(error)}), sending it again in ${Math.round(delay)} ms (attempt ${attempt + 1} of ${attempts})`,
-      );
-      await sleep(delay, signal);
-    } finally {
-      body.dispose();
-      request.dispose();
     }
+  } finally {
+    watchdog.end(part.number);
   }
 }
 
