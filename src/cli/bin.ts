@@ -8,12 +8,30 @@
  * honours `NODE_DISABLE_COMPILE_CACHE`), so later runs skip most of that work. Node 20 has no
  * such cache and this is a no-op there. It must run before the CLI's modules load, hence the
  * dynamic import below.
+ *
+ * The same holds for V8's optimizing compiler: a command lives for a second or a few, and by
+ * default V8 spends a good part of that compiling functions that have run a few thousand times
+ * (TurboFan, on a background thread, which on a small machine competes with the transfer and,
+ * for a local S3 server, with the server). The CLI raises the tier-up budget 30-fold, so only
+ * code that stays hot (long listings, big commits) is optimized. Measured on 2 cores against a
+ * local Ceph (docs/performance.md): CPU of a cold 1,000-file fetch 2.40 → 2.12 s, of a 1 GiB
+ * fetch 2.07 → 1.51 s, of a 10,000-file commit 1.31 → 1.11 s. A budget given in `NODE_OPTIONS`
+ * or on node's command line is left alone. Only the executable does this: the library never
+ * changes its host's V8 flags.
  */
 import module from 'node:module';
+import v8 from 'node:v8';
 
 // provcat pins an SDK release that supports this Node; its "future releases will need Node 22"
 // notice is not something a CLI user can act on, so it stays out of their stderr.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
+/** V8's tier-up budget for the CLI (its default is 67,584 bytecodes executed). */
+const INTERRUPT_BUDGET = 2_000_000;
+const given = [...process.execArgv, process.env.NODE_OPTIONS ?? ''].join(' ');
+if (!given.includes('--interrupt-budget')) {
+  v8.setFlagsFromString(`--interrupt-budget=${INTERRUPT_BUDGET}`);
+}
 
 (module as { enableCompileCache?: () => unknown }).enableCompileCache?.();
 const { main } = await import('./main.js');
