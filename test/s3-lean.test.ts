@@ -353,6 +353,7 @@ describeS3('lean reads against the server', () => {
       folderText: 'in a folder',
       refetch: { files: 2, downloaded: 0 },
       fileText: 'hello lean',
+      noSlash: { files: 1 },
       range: { text: 'llo', contentRange: 'bytes 2-4/10' },
     });
     // On AWS itself the first request to a bucket learns the route from the SDK.
@@ -363,17 +364,21 @@ describeS3('lean reads against the server', () => {
     expect(out.sdkRequested).toBe(false);
   }, 60_000);
 
-  it('a missing key comes out as NotFound without loading the SDK client', async (ctx) => {
-    const t = s3TestTarget();
-    const out = await runProbe({ MISSING: '1' });
-    expect(out.error).toMatchObject({ name: 'NotFound' });
-    expect(String((out.error as { message: string }).message)).toContain('no-such-key');
-    if (t.endpoint === undefined || !t.forcePathStyle) {
-      ctx.annotate('route learned from the SDK on this target: SDK load not asserted');
-      return;
-    }
-    expect(out.sdkRequested).toBe(false);
-  }, 60_000);
+  it.each(['stat', 'fetch'])(
+    '%s of a missing key comes out as NotFound without loading the SDK client',
+    async (op, ctx) => {
+      const t = s3TestTarget();
+      const out = await runProbe({ MISSING: op });
+      expect(out.error).toMatchObject({ name: 'NotFound' });
+      expect(String((out.error as { message: string }).message)).toContain('no-such-key');
+      if (t.endpoint === undefined || !t.forcePathStyle) {
+        ctx.annotate('route learned from the SDK on this target: SDK load not asserted');
+        return;
+      }
+      expect(out.sdkRequested).toBe(false);
+    },
+    60_000,
+  );
 
   it('refused credentials still come out as a 403 StoreError, through the SDK', async () => {
     const out = await runProbe({ AWS_SECRET_ACCESS_KEY: 'not-the-secret' });

@@ -28,11 +28,13 @@
  *   has sent one, requests of that kind to that bucket go through the SDK;
  * - failures: a lean request that fails before its body starts (any status but 200/206, a network
  *   error, missing credentials, an abort) is handed to the SDK, whose retries, abort handling
- *   and the driver's one error mapping then decide. One exception: a HEAD answered 404 throws a
- *   {@link LeanHttpError} shaped like the SDK's own error for it (`NotFound`, status 404: a HEAD
- *   has no error body, so the SDK knows no more than the status either), which the driver maps
- *   with the same one mapping. Asking "is it there?" of a missing key is common (`stat` of a
- *   folder name, `exists`) and must not load the SDK client (~0.25 s) to hear "no" again. A failure after a GET's body started
+ *   and the driver's one error mapping then decide. One exception: a HEAD or GET answered 404
+ *   throws a {@link LeanHttpError} shaped like the SDK's own error for it (`NotFound`, status
+ *   404), which the driver maps with the same one mapping. Asking "is it there?" of a missing
+ *   key is common (`stat` or `fetch` of a folder named without its `/`, `exists`) and must not
+ *   load the SDK client (~0.25 s) to hear "no" again. The price: a GET's 404 is not told apart
+ *   by its error code (`NoSuchKey`, `NoSuchBucket`, `NoSuchVersion`), which a HEAD cannot tell
+ *   either; all are `NotFound`. A failure after a GET's body started
  *   surfaces on the body stream, as with the SDK. A listing page that fails at any point, or
  *   does not parse, is asked again through the SDK (a page is idempotent).
  *
@@ -373,8 +375,10 @@ export class LeanPath {
 
   /**
    * GetObject sent lean: the response (status 200 or 206, body unread), or `undefined` when the
-   * SDK should send the request instead (no route yet, a failure before the body, an abort).
-   * Never throws.
+   * SDK should send the request instead (no route yet, a failure before the body, an abort,
+   * any other status but 404). A 404 throws a {@link LeanHttpError} `NotFound`, as a HEAD's
+   * does (a single-file fetch GETs first, and a folder named without its `/` answers 404: that
+   * must not load the SDK); nothing else throws.
    */
   async get(
     bucket: string,
@@ -399,11 +403,15 @@ export class LeanPath {
         },
       );
       if (!isFallback(outcome)) return outcome;
+      if (outcome.fallback === 'status' && outcome.status === 404) {
+        throw new LeanHttpError(404, 'NotFound', `GET ${route.url.origin}: HTTP 404`);
+      }
       this.debug(
         `lean get ${bucket}/${key}: ${outcome.fallback} (${outcome.detail}); asking the SDK`,
       );
       return undefined;
     } catch (error) {
+      if (error instanceof LeanHttpError) throw error;
       // An abort goes to the SDK path too, which raises it the way every S3 call does.
       if (!options.signal?.aborted) this.debug(`lean get ${bucket}/${key}: ${String(error)}`);
       return undefined;

@@ -15,7 +15,7 @@
 import { lstatSync } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { forEachLimit } from '../concurrency.js';
-import type { ObjectInfo } from '../driver.js';
+import type { GetResult, ObjectInfo } from '../driver.js';
 import { NotFound, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
@@ -32,13 +32,18 @@ export async function fetchUri(
   if (u.at?.kind === 'commit') return fetchCommit(store, u, u.at.id, options);
   if (u.isFolder) return fetchFolder(store, u, options);
   if (store.offline) return offlineFile(store, u);
+  // Nothing cached for this file: one GET is the whole fetch (no HEAD first).
+  if (!(await store.cache.readState(`file:${u}`))?.done) {
+    const got = await fetchFileByGet(store, u, options);
+    // No object: it may be a folder named without its trailing '/'.
+    return got ?? fetchFolder(store, u.asFolder(), options);
+  }
   const { bucket, key } = store.locate(u);
   let info: ObjectInfo;
   try {
     info = await store._head(bucket, key, { signal: options.signal });
   } catch (error) {
     if (!(error instanceof NotFound)) throw error;
-    // No object: it may be a folder named without its trailing '/'.
     return fetchFolder(store, u.asFolder(), options);
   }
   return fetchFile(store, u, info, options);
@@ -140,6 +145,50 @@ async function fetchFile(
       files: { '': [got.info.version, ino, got.info.size] },
     });
     return { path: dest, files: 1, downloaded: got.downloaded ? 1 : 0, bytes: transfer.bytes };
+  });
+}
+
+/**
+ * Fetch one file that has no cached copy yet with a single GET: its response says which
+ * version the bytes are, so no HEAD is needed first (a round trip saved, which on a cloud store
+ * is most of a small file's fetch). `undefined` when there is no object. The GET is sent under
+ * the view's lock, so a response is never left unread while another process holds it. When the
+ * blob of that version is already cached (a folder fetch brought it), the body is dropped.
+ */
+async function fetchFileByGet(
+  store: ObjectStore,
+  u: Uri,
+  options: FetchOptions,
+): Promise<FetchResult | undefined> {
+  const { cache } = store;
+  const { bucket, key } = store.locate(u);
+  const viewId = `file:${u}`;
+  const dest = cache.filePath(store.scheme, bucket, key);
+  return cache.withLock(viewId, async () => {
+    let res: GetResult;
+    try {
+      res = await store._get(bucket, key, { signal: options.signal });
+    } catch (error) {
+      if (error instanceof NotFound) return undefined;
+      throw error;
+    }
+    const transfer = new Transfer(store, u, options, res.info.size, 1);
+    const blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
+    let downloaded = 0;
+    if ((await cache.hasBlob(blob)) === undefined) {
+      await cache.installBlob(blob, res, res.contentLength, transfer.add, options.signal);
+      downloaded = 1;
+    } else {
+      res.body.destroy();
+    }
+    const ino = await cache.linkInto(blob, dest);
+    transfer.fileDone();
+    await cache.writeState({
+      uri: viewId,
+      done: true,
+      files: { '': [res.info.version, ino, res.info.size] },
+    });
+    return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
   });
 }
 

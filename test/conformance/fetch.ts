@@ -89,11 +89,17 @@ export function fetchSuite(target: ConformanceTarget): void {
 
     it('fetches a single file, refetches it only when its version changed', async () => {
       const { store, url } = await setup({ 'f.bin': 'one' });
+      const head = vi.spyOn(store, '_head');
+      const get = vi.spyOn(store, '_get');
       const r = await store.fetch(url('f.bin'));
       expect(r).toMatchObject({ files: 1, downloaded: 1, bytes: 3 });
       expect(path.basename(r.path)).toBe('f.bin');
       expect(await readFile(r.path, 'utf8')).toBe('one');
+      // Nothing cached: the GET alone is the fetch.
+      expect([head.mock.calls.length, get.mock.calls.length]).toEqual([0, 1]);
       expect(await store.fetch(url('f.bin'))).toMatchObject({ downloaded: 0, bytes: 0 });
+      // Cached: one HEAD says the version is unchanged.
+      expect([head.mock.calls.length, get.mock.calls.length]).toEqual([1, 1]);
       await store.put(url('f.bin'), Buffer.from('three'));
       const r3 = await store.fetch(url('f.bin'));
       expect(r3).toMatchObject({ downloaded: 1, bytes: 5, path: r.path });
@@ -105,6 +111,18 @@ export function fetchSuite(target: ConformanceTarget): void {
       const { store, url } = await setup({ 'd/x.txt': 'x' });
       const r = await store.fetch(url('d'));
       expect(await readTree(r.path)).toEqual({ 'x.txt': 'x' });
+    });
+
+    it('a single-file fetch of bytes a folder fetch cached links them, downloading nothing', async () => {
+      const { store, url } = await setup({ 'd/x.txt': 'xx' });
+      await store.fetch(url('d/'));
+      const r = await store.fetch(url('d/x.txt'));
+      expect(r).toMatchObject({ files: 1, downloaded: 0, bytes: 0 });
+      expect(await readFile(r.path, 'utf8')).toBe('xx');
+      // The view is recorded: the next fetch is a HEAD that finds it current.
+      const get = vi.spyOn(store, '_get');
+      expect(await store.fetch(url('d/x.txt'))).toMatchObject({ downloaded: 0, path: r.path });
+      expect(get).not.toHaveBeenCalled();
     });
 
     it('keeps downloads within the concurrency bound and reports progress', async () => {
