@@ -451,7 +451,7 @@ export class S3Store extends ObjectStore {
       try {
         answer = await lean(this.lean);
       } catch (error) {
-        // The lean path throws only for a status it answers itself (a HEAD's 404).
+        // The lean path throws only for a status it answers itself (a HEAD's or GET's 404).
         throw this.mapError(error, context);
       }
       if (answer !== undefined) return answer;
