@@ -364,8 +364,9 @@ describeS3('lean reads against the server', () => {
     expect(out.sdkRequested).toBe(false);
   }, 60_000);
 
-  it.each(['stat', 'fetch'])(
+  it.for(['stat', 'fetch'])(
     '%s of a missing key comes out as NotFound without loading the SDK client',
+    { timeout: 60_000 },
     async (op, ctx) => {
       const t = s3TestTarget();
       const out = await runProbe({ MISSING: op });
@@ -377,7 +378,6 @@ describeS3('lean reads against the server', () => {
       }
       expect(out.sdkRequested).toBe(false);
     },
-    60_000,
   );
 
   it('refused credentials still come out as a 403 StoreError, through the SDK', async () => {
