@@ -25,7 +25,12 @@
  *   FIPS, dual-stack, access points) the route is taken from the SDK's own resolution of an
  *   earlier request of the same kind to the same bucket (GetObject or HeadObject for objects,
  *   ListObjectsV2 for listings), recorded by a middleware on the store's client; until the SDK
- *   has sent one, requests of that kind to that bucket go through the SDK;
+ *   has sent one, requests of that kind to that bucket go through the SDK. Learned routes are
+ *   kept in the cache between processes (route-store.ts), so a later process starts lean. A
+ *   stored route is only a hint until a request on it succeeds in this process: any failure
+ *   on it before the body (a 404 included: a wrong route may answer 404 for a key that exists)
+ *   hands the request to the SDK and drops the route, here and on disk, so the SDK's fresh
+ *   resolution is learned and stored instead; the request is not retried lean;
  * - failures: a lean request that fails before its body starts (any status but 200/206, a network
  *   error, missing credentials, an abort) is handed to the SDK, whose retries, abort handling
  *   and the driver's one error mapping then decide. One exception: a HEAD or GET answered 404
@@ -57,6 +62,7 @@ import {
   openDownload,
 } from '../../src/net/http1-download.js';
 import { encodeKeyPath } from './keys.js';
+import type { RouteHints } from './route-store.js';
 
 /**
  * A status the lean path answers itself, shaped like the SDK's service error for it (`name`,
@@ -193,6 +199,11 @@ export interface LeanPathOptions {
   downloads: Http1Pool;
   /** The route of a bucket known without asking the SDK ({@link pathStyleRoute}), if any. */
   fixedRoute?: ((bucket: string) => Route | undefined) | undefined;
+  /**
+   * Routes learned by earlier processes (route-store.ts), read on the first request that has
+   * no route; learned routes are saved to it. Only for routes that are not fixed.
+   */
+  stored?: RouteHints | undefined;
   /** The signer for a route's signing name and region ({@link sdkSignerFactory}). */
   signer(route: Route): Promise<Signer>;
   /** Milliseconds to add to the local clock: the skew the SDK client measured, once there is one. */
@@ -310,9 +321,20 @@ async function credentialChain() {
   return defaultProvider({});
 }
 
+/** A route to send one request on; `hint` when it is a stored route not yet confirmed. */
+interface Picked {
+  id: string;
+  route: Route;
+  hint: boolean;
+}
+
 /** Sends requests lean on a known route. See the module comment. */
 export class LeanPath {
+  /** Fixed or learned in this process (or confirmed stored ones); `null`: the SDK's only. */
   private readonly routes = new Map<string, Route | null>();
+  /** Stored routes not yet confirmed or refuted in this process. */
+  private readonly hints = new Map<string, Route>();
+  private hintsLoaded: Promise<void> | undefined;
 
   constructor(private readonly options: LeanPathOptions) {}
 
@@ -338,11 +360,59 @@ export class LeanPath {
     );
   }
 
-  /** The route of a kind of request to a bucket: the fixed one, else a learned one. */
-  private route(kind: 'object' | 'bucket', bucket: string): Route | undefined {
+  /**
+   * The route of a kind of request to a bucket: the fixed one, else a learned (or confirmed)
+   * one, else a stored hint (the stored routes are read on the first such request).
+   */
+  private async pick(kind: 'object' | 'bucket', bucket: string): Promise<Picked | undefined> {
+    const id = `${kind}:${bucket}`;
     const fixed = this.options.fixedRoute?.(bucket);
-    if (fixed) return fixed;
-    return this.routes.get(`${kind}:${bucket}`) ?? undefined;
+    if (fixed) return { id, route: fixed, hint: false };
+    const known = this.routes.get(id);
+    if (known !== undefined || this.routes.has(id)) {
+      return known ? { id, route: known, hint: false } : undefined;
+    }
+    const stored = this.options.stored;
+    if (!stored) return undefined;
+    this.hintsLoaded ??= stored.load().then(
+      (routes) => {
+        for (const [k, route] of routes) if (!this.routes.has(k)) this.hints.set(k, route);
+      },
+      (error: unknown) => this.debug(`lean path: stored routes not read: ${String(error)}`),
+    );
+    await this.hintsLoaded;
+    // The SDK may have learned the route meanwhile: that wins.
+    const learned = this.routes.get(id);
+    if (learned !== undefined || this.routes.has(id)) {
+      return learned ? { id, route: learned, hint: false } : undefined;
+    }
+    const hint = this.hints.get(id);
+    return hint && { id, route: hint, hint: true };
+  }
+
+  /** True while `picked` is a stored route that no request has confirmed in this process. */
+  private unconfirmed(picked: Picked): boolean {
+    return picked.hint && this.routes.get(picked.id) !== picked.route;
+  }
+
+  /**
+   * Settle a stored route by the outcome of a request on it: a good answer confirms it (it is
+   * used as a learned route from now on); a failure drops it here and on disk, so the SDK
+   * answers (and its resolution is learned and stored). An abort says nothing about the route.
+   */
+  private settle(picked: Picked, ok: boolean, signal: AbortSignal | undefined): void {
+    if (!picked.hint || signal?.aborted) return;
+    const { id, route } = picked;
+    if (this.hints.get(id) !== route) return; // settled by another request already
+    this.hints.delete(id);
+    if (this.routes.has(id)) return; // the SDK learned it meanwhile
+    if (ok) {
+      this.routes.set(id, route);
+      this.debug(`lean path: stored route of ${id} confirmed (${route.url.href})`);
+    } else {
+      this.debug(`lean path: stored route of ${id} failed (${route.url.href}); dropped`);
+      this.options.stored?.drop(id);
+    }
   }
 
   /** Record the SDK's endpoint for a kind of request to a bucket (once); `null` if unusable. */
@@ -360,17 +430,22 @@ export class LeanPath {
       scheme?.name === 'sigv4' &&
       typeof scheme.signingRegion === 'string' &&
       typeof scheme.signingName === 'string';
+    // What the SDK resolves replaces a stored hint, confirmed or not.
+    this.hints.delete(id);
     if (!ok) {
       this.routes.set(id, null);
       this.debug(`lean path: ${kind} requests to ${bucket} stay on the SDK (endpoint or auth)`);
+      this.options.stored?.drop(id);
       return;
     }
-    this.routes.set(id, {
+    const route: Route = {
       url,
       signingRegion: scheme.signingRegion as string,
       signingName: scheme.signingName as string,
-    });
+    };
+    this.routes.set(id, route);
     this.debug(`lean path: ${kind} requests to ${bucket} via ${url.origin}${url.pathname}`);
+    this.options.stored?.save(id, route);
   }
 
   /**
@@ -378,15 +453,17 @@ export class LeanPath {
    * SDK should send the request instead (no route yet, a failure before the body, an abort,
    * any other status but 404). A 404 throws a {@link LeanHttpError} `NotFound`, as a HEAD's
    * does (a single-file fetch GETs first, and a folder named without its `/` answers 404: that
-   * must not load the SDK); nothing else throws.
+   * must not load the SDK), except on a stored route not yet confirmed, where the SDK is asked;
+   * nothing else throws.
    */
   async get(
     bucket: string,
     key: string,
     options: LeanGetOptions,
   ): Promise<Http1Response | undefined> {
-    const route = this.route('object', bucket);
-    if (!route) return undefined;
+    const picked = await this.pick('object', bucket);
+    if (!picked) return undefined;
+    const route = picked.route;
     const headers: Record<string, string> = {};
     if (options.range) headers.range = `bytes=${options.range.start}-${options.range.end - 1}`;
     const query: Record<string, string> =
@@ -402,44 +479,54 @@ export class LeanPath {
           uri: `s3://${bucket}/${key}`,
         },
       );
-      if (!isFallback(outcome)) return outcome;
-      if (outcome.fallback === 'status' && outcome.status === 404) {
+      if (!isFallback(outcome)) {
+        this.settle(picked, true, options.signal);
+        return outcome;
+      }
+      if (outcome.fallback === 'status' && outcome.status === 404 && !this.unconfirmed(picked)) {
         throw new LeanHttpError(404, 'NotFound', `GET ${route.url.origin}: HTTP 404`);
       }
       this.debug(
         `lean get ${bucket}/${key}: ${outcome.fallback} (${outcome.detail}); asking the SDK`,
       );
-      return undefined;
     } catch (error) {
       if (error instanceof LeanHttpError) throw error;
       // An abort goes to the SDK path too, which raises it the way every S3 call does.
       if (!options.signal?.aborted) this.debug(`lean get ${bucket}/${key}: ${String(error)}`);
-      return undefined;
     }
+    this.settle(picked, false, options.signal);
+    return undefined;
   }
 
   /**
    * HeadObject sent lean: the response headers of a 200, or `undefined` when the SDK should send
    * the request instead (no route, any other status but 404, a failure, an abort). A 404 throws
-   * a {@link LeanHttpError} `NotFound` (what the SDK raises for it); nothing else throws.
+   * a {@link LeanHttpError} `NotFound` (what the SDK raises for it), except on a stored route
+   * not yet confirmed, where the SDK is asked; nothing else throws.
    */
   async head(
     bucket: string,
     key: string,
     options: { versionId?: string | undefined; signal?: AbortSignal | undefined },
   ): Promise<IncomingMessage['headers'] | undefined> {
-    const route = this.route('object', bucket);
-    if (!route) return undefined;
+    const picked = await this.pick('object', bucket);
+    if (!picked) return undefined;
+    const route = picked.route;
     const query: Record<string, string> =
       options.versionId === undefined ? {} : { versionId: options.versionId };
     const res = await this.send('HEAD', route, encodeKeyPath(key), query, {}, options.signal);
-    if (res === undefined) return undefined;
-    res.resume();
-    if (res.statusCode === 200) return res.headers;
-    if (res.statusCode === 404) {
-      throw new LeanHttpError(404, 'NotFound', `HEAD ${route.url.origin}: HTTP 404`);
+    if (res !== undefined) {
+      res.resume();
+      if (res.statusCode === 200) {
+        this.settle(picked, true, options.signal);
+        return res.headers;
+      }
+      if (res.statusCode === 404 && !this.unconfirmed(picked)) {
+        throw new LeanHttpError(404, 'NotFound', `HEAD ${route.url.origin}: HTTP 404`);
+      }
+      this.debug(`lean head ${bucket}/${key}: HTTP ${res.statusCode}; asking the SDK`);
     }
-    this.debug(`lean head ${bucket}/${key}: HTTP ${res.statusCode}; asking the SDK`);
+    this.settle(picked, false, options.signal);
     return undefined;
   }
 
@@ -488,8 +575,22 @@ export class LeanPath {
     parse: (xml: string) => T | undefined,
     signal: AbortSignal | undefined,
   ): Promise<T | undefined> {
-    const route = this.route('bucket', bucket);
-    if (!route) return undefined;
+    const picked = await this.pick('bucket', bucket);
+    if (!picked) return undefined;
+    const page = await this.readXml(picked.route, bucket, what, query, parse, signal);
+    this.settle(picked, page !== undefined, signal);
+    return page;
+  }
+
+  /** The GET and parse of {@link xmlPage}, on one route. */
+  private async readXml<T>(
+    route: Route,
+    bucket: string,
+    what: string,
+    query: Record<string, string>,
+    parse: (xml: string) => T | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<T | undefined> {
     const res = await this.send('GET', route, '', query, {}, signal);
     if (res === undefined) return undefined;
     try {

@@ -34,6 +34,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { Agent as HttpAgent, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
+import path from 'node:path';
 import { addAbortSignal, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import { debuglog } from 'node:util';
 import type {
@@ -96,6 +97,7 @@ import {
   SourceError,
   StreamReader,
 } from './parts.js';
+import { endpointInputs, RouteStore } from './route-store.js';
 import { loadHttpHandler, loadS3Sdk, type S3Sdk } from './sdk.js';
 
 const s3debug = debuglog('provcat:s3');
@@ -294,6 +296,8 @@ export class S3Store extends ObjectStore {
   /** Idle keep-alive connections of lean GETs (closed by {@link close}). */
   private readonly downloads: Http1Pool | undefined;
   private readonly fixedRoutes = new Map<string, Route | undefined>();
+  /** The lean path's learned routes kept in the cache, when routes are not fixed (route-store.ts). */
+  private readonly routeStore: RouteStore | undefined;
 
   /** Throws RangeError for options or environment values out of range. Makes no network call. */
   constructor(options: S3StoreOptions = {}) {
@@ -313,24 +317,32 @@ export class S3Store extends ObjectStore {
     const c = this.config;
     if (!this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
       const endpoint = c.endpoint;
+      const fixed = endpoint !== undefined && c.forcePathStyle;
       const agents = this.agents();
       this.downloads = new Http1Pool({ maxIdlePerOrigin: agents.http.maxSockets });
+      this.routeStore = fixed
+        ? undefined
+        : new RouteStore({
+            dir: path.join(this.cache.root, 'v1', 's3-routes'),
+            inputs: () => endpointInputs(c),
+            debug: (m) => this.debug(m),
+          });
       this.lean = new LeanPath({
         agents,
         downloads: this.downloads,
         socketTimeoutMs: SOCKET_TIMEOUT_MS,
-        fixedRoute:
-          endpoint !== undefined && c.forcePathStyle
-            ? (bucket) => {
-                // Made once per bucket: a URL parse per request is measurable on small GETs.
-                let route = this.fixedRoutes.get(bucket);
-                if (route === undefined && !this.fixedRoutes.has(bucket)) {
-                  route = pathStyleRoute(endpoint, c.region, bucket);
-                  this.fixedRoutes.set(bucket, route);
-                }
-                return route;
+        stored: this.routeStore,
+        fixedRoute: fixed
+          ? (bucket) => {
+              // Made once per bucket: a URL parse per request is measurable on small GETs.
+              let route = this.fixedRoutes.get(bucket);
+              if (route === undefined && !this.fixedRoutes.has(bucket)) {
+                route = pathStyleRoute(endpoint, c.region, bucket);
+                this.fixedRoutes.set(bucket, route);
               }
-            : undefined,
+              return route;
+            }
+          : undefined,
         signer: sdkSignerFactory(),
         clockOffset: () =>
           (this.builtClient?.config as { systemClockOffset?: number } | undefined)
@@ -404,8 +416,12 @@ export class S3Store extends ObjectStore {
     return client;
   }
 
-  /** Close the sockets of a client this store built (an injected client is the caller's to close). */
+  /**
+   * Close the sockets of a client this store built (an injected client is the caller's to
+   * close), after the learned routes are written to the cache.
+   */
   async close(): Promise<void> {
+    await this.routeStore?.flush();
     const built = this.built;
     this.built = undefined;
     this.builtClient = undefined;
