@@ -14,6 +14,7 @@
  *   state/<h>.json                                         what a view holds; `done` marks it complete
  *   locks/<h>                                              one fetch of a view at a time
  *   meta/<scheme>/<bucket>/<h>.json                        size/etag of a pinned version, for offline stat
+ *   s3-routes/<fingerprint>.json                           S3 lean-path routes learned from the SDK (drivers/s3/route-store.ts)
  * <root>/commits/<scheme>/<bucket>/<id>.json             verified commit objects
  * ```
  *
