@@ -35,6 +35,7 @@ function caseRows(c) {
     `${sec(row.median)} s`,
     `${sec(row.min)}–${sec(row.max)} s`,
     `${sec(row.cpuMedian)} s`,
+    row.serverCpuMedian === undefined ? '' : `${sec(row.serverCpuMedian)} s`,
     `${row.peakRssMiB.toFixed(0)} MiB`,
     ratioText(row),
     requestsText(row),
@@ -46,6 +47,7 @@ const HEAD = [
   'median',
   'min–max',
   'CPU (median)',
+  'server CPU',
   'peak RSS',
   'provcat / peer',
   'requests',
@@ -101,6 +103,7 @@ function generated(result) {
     `Each case: one warm-up round, then ${result.options.runs} counted rounds ` +
       `(${result.options.heavyRuns ?? result.options.runs} for the 10,000-file cases and ${result.options.bigRuns} for the ${result.options.bigBytes / 1024 ** 3 >= 1 ? `${result.options.bigBytes / 1024 ** 3} GiB` : `${result.options.bigBytes / 1024 ** 2} MiB`} cases, to keep the run near 15 minutes), the tools alternating within each round. ` +
       'Times are wall-clock seconds of the whole process; CPU is user + sys; peak RSS is `/usr/bin/time -f %M`. ' +
+      '"server CPU" is what radosgw, the OSD and the monitor used meanwhile (from /proc): on 2 cores shared with the server, a tool\'s wall time is at least (its CPU + the server\'s) ÷ 2. ' +
       '"provcat / peer" is provcat\'s median divided by the peer\'s (below 1: provcat is faster). ' +
       '"requests" counts provcat\'s HTTP requests to the store in one extra run through a counting proxy.',
   );

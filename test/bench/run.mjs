@@ -263,10 +263,50 @@ async function makeEnv() {
 
 let seq = 0;
 
-/** Run argv under /usr/bin/time; wall seconds, CPU seconds, peak RSS (MiB), output. */
+/** Clock ticks per second of /proc/PID/stat's CPU times. */
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
+/** The server's processes (radosgw, OSD, monitor), found once the server answers. */
+let serverPids = [];
+
+/** The Ceph processes running now. */
+function findServerPids() {
+  const pids = [];
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const exe = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] ?? '';
+      if (/(^|\/)(radosgw|ceph-osd|ceph-mon)$/.test(exe)) pids.push(pid);
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return pids;
+}
+
+/** CPU seconds (user + sys) the server's processes have used so far. */
+function serverCpuSeconds() {
+  let ticks = 0;
+  for (const pid of serverPids) {
+    try {
+      // Fields after the command name (which may hold spaces): utime and stime are 12th and 13th.
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // A server process that ended: its time is lost, the run is reported without it.
+    }
+  }
+  return ticks / CLOCK_TICKS;
+}
+
+/**
+ * Run argv under /usr/bin/time; wall seconds, CPU seconds, peak RSS (MiB), output, and the CPU
+ * the server used meanwhile (on 2 shared cores, client CPU + server CPU bound the wall time).
+ */
 function runTimed(argv, env) {
   return new Promise((resolve, reject) => {
     const timeFile = path.join(work, `time-${seq++}.txt`);
+    const server0 = serverCpuSeconds();
     const t0 = process.hrtime.bigint();
     const child = spawn(TIME, ['-f', '%M %U %S', '-o', timeFile, ...argv], {
       env,
@@ -285,6 +325,7 @@ function runTimed(argv, env) {
     child.on('close', (code) => {
       activeChild = undefined;
       const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+      const serverCpu = serverCpuSeconds() - server0;
       let measured;
       try {
         measured = readFileSync(timeFile, 'utf8').trim().split('\n').pop().split(' ').map(Number);
@@ -297,7 +338,7 @@ function runTimed(argv, env) {
         return;
       }
       const [rssKiB, user, sys] = measured;
-      resolve({ seconds, cpu: user + sys, rssMiB: rssKiB / 1024, stdout, stderr });
+      resolve({ seconds, cpu: user + sys, serverCpu, rssMiB: rssKiB / 1024, stdout, stderr });
     });
   });
 }
@@ -561,9 +602,16 @@ async function runCase(spec, env) {
       } finally {
         await tool.cleanup?.(ctx);
       }
-      if (round > 0) results[i].push({ seconds: r.seconds, cpu: r.cpu, rssMiB: r.rssMiB });
+      if (round > 0) {
+        results[i].push({
+          seconds: r.seconds,
+          cpu: r.cpu,
+          serverCpu: r.serverCpu,
+          rssMiB: r.rssMiB,
+        });
+      }
       log(
-        `  ${round === 0 ? 'warm-up' : `run ${round}`}  ${tool.name.padEnd(28)} ${r.seconds.toFixed(2)} s  cpu ${r.cpu.toFixed(2)} s  rss ${r.rssMiB.toFixed(0)} MiB`,
+        `  ${round === 0 ? 'warm-up' : `run ${round}`}  ${tool.name.padEnd(28)} ${r.seconds.toFixed(2)} s  cpu ${r.cpu.toFixed(2)} s  server cpu ${r.serverCpu.toFixed(2)} s  rss ${r.rssMiB.toFixed(0)} MiB`,
       );
     }
   }
@@ -579,6 +627,7 @@ async function runCase(spec, env) {
       min: Math.min(...xs.map((x) => x.seconds)),
       max: Math.max(...xs.map((x) => x.seconds)),
       cpuMedian: median(xs.map((x) => x.cpu)),
+      serverCpuMedian: median(xs.map((x) => x.serverCpu)),
       peakRssMiB: Math.max(...xs.map((x) => x.rssMiB)),
       requests: tool.requests,
     };
@@ -705,6 +754,26 @@ function folderTools(folder, { aws = true, signer = false } = {}) {
         dir,
       ]),
     );
+    // Not a target, a yardstick: the least a Node client can spend on this fetch with the
+    // cache's file work (raw sockets, SigV4 by hand; see node-floor-fetch.mjs).
+    tools.push(
+      dirTool(
+        'Node floor: raw sockets + cache file work',
+        (dir) => [
+          'node',
+          path.join(here, 'node-floor-fetch.mjs'),
+          '--bucket',
+          SMALL_BUCKET,
+          '--prefix',
+          folder.prefix,
+          '--dest',
+          path.join(dir, 'tree'),
+          '--blobs',
+          path.join(dir, 'blobs'),
+        ],
+        { check: (ctx) => expectFolder(path.join(ctx.dir, 'tree'), folder) },
+      ),
+    );
   }
   return aws ? tools : tools.filter((t) => !t.name.startsWith('aws'));
 }
@@ -788,6 +857,8 @@ try {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
   ensurePeers();
   server = await ensureServer();
+  serverPids = findServerPids();
+  if (serverPids.length === 0) log('WARNING: no Ceph process found; server CPU is not measured');
   const env = await makeEnv();
   const machine = {
     nproc: os.availableParallelism(),
