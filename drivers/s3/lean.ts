@@ -243,6 +243,13 @@ export function pathStyleRoute(
   return { url, signingRegion: region, signingName: 's3' };
 }
 
+/** The bytes of a buffer or view, as a Uint8Array over the same memory. */
+function bytesOf(data: ArrayBuffer | ArrayBufferView): Uint8Array {
+  return data instanceof ArrayBuffer
+    ? new Uint8Array(data)
+    : new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
+
 /** The SHA-256 (and HMAC-SHA-256) constructor the signer takes, on node:crypto. */
 class Sha256 {
   private hash: Hash | Hmac;
@@ -252,22 +259,11 @@ class Sha256 {
   private fresh(): Hash | Hmac {
     const s = this.secret;
     if (s === undefined) return createHash('sha256');
-    const key =
-      typeof s === 'string'
-        ? Buffer.from(s, 'utf8')
-        : ArrayBuffer.isView(s)
-          ? Buffer.from(s.buffer, s.byteOffset, s.byteLength)
-          : Buffer.from(s);
-    return createHmac('sha256', key);
+    return createHmac('sha256', typeof s === 'string' ? s : bytesOf(s));
   }
   update(data: string | ArrayBuffer | ArrayBufferView): void {
-    this.hash.update(
-      typeof data === 'string'
-        ? Buffer.from(data, 'utf8')
-        : ArrayBuffer.isView(data)
-          ? Buffer.from(data.buffer, data.byteOffset, data.byteLength)
-          : Buffer.from(data),
-    );
+    // Strings go in as they are (UTF-8), bytes as a view: no copy per update.
+    this.hash.update(typeof data === 'string' ? data : bytesOf(data));
   }
   async digest(): Promise<Uint8Array> {
     return this.hash.digest();

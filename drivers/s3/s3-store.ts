@@ -182,11 +182,16 @@ function leanResult(key: string, res: Http1Response): GetResult | undefined {
     },
     totalFromContentRange(contentRange) ?? length,
   );
-  const body = responseReadable(res);
+  // The Readable is made only when asked for: the cache reads through `pipeTo`, and a stream
+  // per small GET is allocation the GC then pays for.
+  let body: Readable | undefined;
   return {
-    body,
+    get body() {
+      body ??= responseReadable(res);
+      return body;
+    },
     // The stream closes when the transfer ends either way, as if it had been read.
-    pipeTo: (sink) => res.pipeTo(sink).finally(() => body.destroy()),
+    pipeTo: (sink) => res.pipeTo(sink).finally(() => body?.destroy()),
     info,
     contentLength: length,
     contentRange,

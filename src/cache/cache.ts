@@ -36,7 +36,7 @@
  *
  * @module
  */
-import { createHash } from 'node:crypto';
+import crypto, { createHash } from 'node:crypto';
 import {
   closeSync,
   constants as fsc,
@@ -155,9 +155,13 @@ async function lockWaiting(
   }
 }
 
-/** sha256 hex of the parts joined by NUL. */
+/** Node's one-shot digest (20.12+): a fifth of `createHash`'s cost on short inputs. */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string) => string }).hash;
+
+/** sha256 hex of the parts joined by NUL (several per fetched file: blob, view, state paths). */
 export function hashOf(...parts: string[]): string {
-  return createHash('sha256').update(parts.join('\0')).digest('hex');
+  const text = parts.join('\0');
+  return oneShot ? oneShot('sha256', text) : createHash('sha256').update(text).digest('hex');
 }
 
 /** The local cache shared by every store (and every process) using the same root. */
