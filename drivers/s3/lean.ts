@@ -573,36 +573,28 @@ export class LeanPath {
   ): Promise<T | undefined> {
     const picked = await this.pick('bucket', bucket);
     if (!picked) return undefined;
-    const page = await this.readXml(picked.route, bucket, what, query, parse, signal);
-    this.settle(picked, page !== undefined, signal);
-    return page;
-  }
-
-  /** The GET and parse of {@link xmlPage}, on one route. */
-  private async readXml<T>(
-    route: Route,
-    bucket: string,
-    what: string,
-    query: Record<string, string>,
-    parse: (xml: string) => T | undefined,
-    signal: AbortSignal | undefined,
-  ): Promise<T | undefined> {
-    const res = await this.send('GET', route, '', query, {}, signal);
-    if (res === undefined) return undefined;
-    try {
-      const chunks: Buffer[] = [];
-      for await (const chunk of res as AsyncIterable<Buffer>) chunks.push(chunk);
-      if (res.statusCode !== 200) {
-        this.debug(`lean ${what} ${bucket}: HTTP ${res.statusCode}; asking the SDK`);
+    const read = async (): Promise<T | undefined> => {
+      const res = await this.send('GET', picked.route, '', query, {}, signal);
+      if (res === undefined) return undefined;
+      try {
+        const chunks: Buffer[] = [];
+        for await (const chunk of res as AsyncIterable<Buffer>) chunks.push(chunk);
+        if (res.statusCode !== 200) {
+          this.debug(`lean ${what} ${bucket}: HTTP ${res.statusCode}; asking the SDK`);
+          return undefined;
+        }
+        const page = parse(Buffer.concat(chunks).toString('utf8'));
+        if (!page) this.debug(`lean ${what} ${bucket}: an answer it does not read; asking the SDK`);
+        return page;
+      } catch (error) {
+        if (!signal?.aborted)
+          this.debug(`lean ${what} ${bucket}: ${String(error)}; asking the SDK`);
         return undefined;
       }
-      const page = parse(Buffer.concat(chunks).toString('utf8'));
-      if (!page) this.debug(`lean ${what} ${bucket}: an answer it does not read; asking the SDK`);
-      return page;
-    } catch (error) {
-      if (!signal?.aborted) this.debug(`lean ${what} ${bucket}: ${String(error)}; asking the SDK`);
-      return undefined;
-    }
+    };
+    const page = await read();
+    this.settle(picked, page !== undefined, signal);
+    return page;
   }
 
   /** Sign one request of `route` + `subpath` (already encoded): its request-target and headers. */
