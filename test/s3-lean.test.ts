@@ -24,6 +24,7 @@ import {
   createTestBucket,
   describeS3,
   dropTestBucket,
+  putTestObjects,
   s3TestTarget,
   testS3Client,
 } from './setup/s3.js';
@@ -331,14 +332,10 @@ describeS3('lean reads against the server', () => {
   beforeAll(async () => {
     bucket = await createTestBucket('lean');
     prefix = `lean-${Date.now()}/`;
-    const c = testS3Client();
-    await c.send(
-      new PutObjectCommand({ Bucket: bucket, Key: `${prefix}a.txt`, Body: 'hello lean' }),
-    );
-    await c.send(
-      new PutObjectCommand({ Bucket: bucket, Key: `${prefix}sub/b.txt`, Body: 'in a folder' }),
-    );
-    c.destroy();
+    await putTestObjects(bucket, {
+      [`${prefix}a.txt`]: 'hello lean',
+      [`${prefix}sub/b.txt`]: 'in a folder',
+    });
   }, 60_000);
 
   afterAll(() => dropTestBucket(bucket, prefix), 60_000);

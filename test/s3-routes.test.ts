@@ -21,7 +21,6 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3Store } from '../drivers/s3/index.js';
 import { LeanPath, type Route } from '../drivers/s3/lean.js';
@@ -34,7 +33,7 @@ import {
   routeFingerprint,
 } from '../drivers/s3/route-store.js';
 import { Http1Pool } from '../src/net/http1-download.js';
-import { createTestBucket, describeS3, dropTestBucket, testS3Client } from './setup/s3.js';
+import { createTestBucket, describeS3, dropTestBucket, putTestObjects } from './setup/s3.js';
 
 const run = promisify(execFile);
 
@@ -387,14 +386,10 @@ describeS3('stored routes against the server (no forced path style)', () => {
   beforeAll(async () => {
     bucket = await createTestBucket('routes');
     prefix = `routes-${Date.now()}/`;
-    const c = testS3Client();
-    await c.send(
-      new PutObjectCommand({ Bucket: bucket, Key: `${prefix}a.txt`, Body: 'hello routes' }),
-    );
-    await c.send(
-      new PutObjectCommand({ Bucket: bucket, Key: `${prefix}sub/b.txt`, Body: 'in a folder' }),
-    );
-    c.destroy();
+    await putTestObjects(bucket, {
+      [`${prefix}a.txt`]: 'hello routes',
+      [`${prefix}sub/b.txt`]: 'in a folder',
+    });
   }, 60_000);
 
   afterAll(() => dropTestBucket(bucket, prefix), 60_000);

@@ -27,6 +27,7 @@ import {
   ListMultipartUploadsCommand,
   ListObjectVersionsCommand,
   PutBucketVersioningCommand,
+  PutObjectCommand,
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
@@ -210,6 +211,21 @@ export async function dropTestBucket(bucket: string, prefix: string): Promise<vo
   try {
     if (s3TestTarget().kind === 'ceph') await removeBucket(c, bucket);
     else await emptyBucket(c, bucket, prefix);
+  } finally {
+    c.destroy();
+  }
+}
+
+/** Put each of `objects` (key → text) into `bucket` with a raw SDK client. */
+export async function putTestObjects(
+  bucket: string,
+  objects: Record<string, string>,
+): Promise<void> {
+  const c = testS3Client();
+  try {
+    for (const [key, body] of Object.entries(objects)) {
+      await c.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+    }
   } finally {
     c.destroy();
   }
