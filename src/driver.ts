@@ -55,6 +55,12 @@ export interface GetOptions {
   /** Read only `[start, end)`. The driver sends one ranged request. */
   range?: ByteRange | undefined;
   signal?: AbortSignal | undefined;
+  /**
+   * A hint for small objects whose size the caller knows (a folder fetch's listing): a body of
+   * at most this many bytes may come back whole, as {@link GetResult.bytes}, instead of as a
+   * stream. A longer body (the object changed since) is streamed as usual. Drivers may ignore it.
+   */
+  wholeUpTo?: number | undefined;
 }
 
 /** What `_get` returns: the body as a stream, and what the store said about it. */
@@ -74,6 +80,11 @@ export interface GetResult {
    * valid for consumers that need a stream (it copies).
    */
   pipeTo?: ((sink: BodySink) => Promise<void>) | undefined;
+  /**
+   * Set when the driver read the whole body into memory (see {@link GetOptions.wholeUpTo}):
+   * exactly `contentLength` bytes, the caller's to keep. `body` then streams the same bytes.
+   */
+  bytes?: Buffer | undefined;
 }
 
 /** One entry of `_history`: a version of a key, or a delete marker (`size === null`). */

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LocalStore } from '../drivers/local/index.js';
-import { OfflineMiss, UriError } from '../src/errors.js';
+import { Cache } from '../src/cache/cache.js';
+import { OfflineMiss, StoreError, UriError } from '../src/errors.js';
 import { readTree } from './conformance/fetch.js';
 
 const FIXTURE = path.join(import.meta.dirname, 'fixtures', 'cache-fetch.mjs');
@@ -151,5 +152,39 @@ describe('the cache across processes', () => {
     expect(old.downloaded).toBe(1);
     expect(await store.cache.collect(0)).toEqual({ files: 0, bytes: 0 });
     expect(await readFile(old.path, 'utf8')).toBe('version one');
+  });
+});
+
+describe('blob install', () => {
+  it('writes a body read whole as a read-only blob, and refuses one of the wrong length', async () => {
+    const cache = new Cache({ root: temp('blob') });
+    const blob = cache.blobPath('s3', 'b', 'k', 'v1');
+    const unused = () => {
+      throw new Error('the stream of a body read whole is not read');
+    };
+    const res = {
+      get body(): never {
+        return unused();
+      },
+      bytes: Buffer.from('whole'),
+    };
+    const seen: number[] = [];
+    await cache.installBlob(blob, res, 5, (n) => seen.push(n));
+    expect(await readFile(blob, 'utf8')).toBe('whole');
+    expect((await stat(blob)).mode & 0o222).toBe(0);
+    expect(seen).toEqual([5]);
+
+    const other = cache.blobPath('s3', 'b', 'k', 'v2');
+    const short = {
+      get body(): never {
+        return unused();
+      },
+      bytes: Buffer.from('who'),
+    };
+    await expect(cache.installBlob(other, short, 5)).rejects.toThrow(StoreError);
+    // Nothing half-written: no blob, no temp file.
+    expect(await allFiles(path.dirname(other))).toEqual(
+      path.dirname(other) === path.dirname(blob) ? [blob] : [],
+    );
   });
 });

@@ -22,6 +22,7 @@ import {
   type DownloadOptions,
   type DownloadSink,
   download,
+  fetchWhole,
   Http1Pool,
   isFallback,
   openDownload,
@@ -848,6 +849,115 @@ describe('http1 download: keep-alive', () => {
     await server.closed(1);
     expect(short.idleCount).toBe(0);
     short.close();
+  });
+});
+
+describe('http1 download: whole small bodies (fetchWhole)', () => {
+  let pool: Http1Pool;
+  beforeAll(() => {
+    pool = new Http1Pool({ idleTimeoutMs: 2000 });
+  });
+  afterEach(() => pool.close());
+
+  it('reads head and body into one Buffer of its own, split however the bytes arrive', async () => {
+    const body = randomBytes(20_000);
+    const server = await rawServer((socket) => {
+      const all = Buffer.concat([
+        head('200 OK', [`Content-Length: ${body.length}`, 'ETag: "e"']),
+        body,
+      ]);
+      // In pieces: part of the head, the rest of the head with some body, the body's tail.
+      socket.write(all.subarray(0, 10));
+      setTimeout(() => socket.write(all.subarray(10, 5_000)), 5);
+      setTimeout(() => socket.write(all.subarray(5_000)), 10);
+    });
+    const got = await fetchWhole({ url: server.url }, { ...SMALL, maxBytes: 64 * 1024 });
+    if (isFallback(got)) throw new Error(`fallback ${got.fallback}`);
+    expect(got.status).toBe(200);
+    expect(got.contentLength).toBe(body.length);
+    expect(got.headers.etag).toBe('"e"');
+    expect(got.body.equals(body)).toBe(true);
+    // Its own memory: not a view of a reused read buffer.
+    expect(got.body.byteOffset).toBe(0);
+    expect(got.body.buffer.byteLength).toBeGreaterThanOrEqual(body.length);
+  });
+
+  it('an empty body is an empty Buffer', async () => {
+    const server = await serveBody(Buffer.alloc(0));
+    const got = await fetchWhole({ url: server.url }, { maxBytes: 10 });
+    if (isFallback(got)) throw new Error(`fallback ${got.fallback}`);
+    expect(got.body.length).toBe(0);
+  });
+
+  it('a body over maxBytes is refused from its Content-Length, before any body byte is read', async () => {
+    const server = await serveBody(randomBytes(5_000));
+    const got = await fetchWhole({ url: server.url }, { maxBytes: 4_999, pool });
+    expectFallback(got, 'refused');
+    expect((got as DownloadFallback).status).toBe(200);
+    await server.closed(0);
+    expect(pool.idleCount).toBe(0);
+  });
+
+  it('hands back what openDownload hands back (a 404, no Content-Length)', async () => {
+    const missing = await serveBody(Buffer.from('<Error/>'), [], '404 Not Found');
+    expectFallback(await fetchWhole({ url: missing.url }, { maxBytes: 100 }), 'status');
+    const chunked = await rawServer((socket) =>
+      socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n'),
+    );
+    expectFallback(await fetchWhole({ url: chunked.url }, { maxBytes: 100 }), 'transfer-encoding');
+  });
+
+  it('fails after the head like a download: early close → StoreError, abort → AbortError', async () => {
+    const early = await rawServer((socket) =>
+      socket.end(Buffer.concat([head('200 OK', ['Content-Length: 100']), Buffer.alloc(40)])),
+    );
+    const error = await fetchWhole({ url: early.url }, { maxBytes: 100 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StoreError);
+    expect(String(error)).toContain('after 40 of 100 body bytes');
+
+    const stalled = await rawServer((socket) =>
+      socket.write(Buffer.concat([head('200 OK', ['Content-Length: 100']), Buffer.alloc(40)])),
+    );
+    const controller = new AbortController();
+    const pending = fetchWhole({ url: stalled.url }, { maxBytes: 100, signal: controller.signal });
+    setTimeout(() => controller.abort(), 30);
+    const aborted = await pending.catch((e: unknown) => e);
+    expect((aborted as Error).name).toBe('AbortError');
+    await stalled.closed(0);
+  });
+
+  it('rejects a maxBytes that is not a whole number ≥ 0', async () => {
+    await expect(fetchWhole({ url: 'http://127.0.0.1:1/' }, { maxBytes: -1 })).rejects.toThrow(
+      RangeError,
+    );
+    await expect(fetchWhole({ url: 'http://127.0.0.1:1/' }, { maxBytes: 1.5 })).rejects.toThrow(
+      RangeError,
+    );
+  });
+
+  it('shares keep-alive connections with streamed downloads; reused buffers never leak between them', async () => {
+    // Whole reads let the connection read into its buffer from the start again; a streamed
+    // download that follows on the same connection must still see only its own bytes, and a
+    // sink holding a chunk must keep it intact while later bytes arrive.
+    const bodies = Array.from({ length: 12 }, (_, i) =>
+      randomBytes(i % 3 === 2 ? 60_000 : 3_000 + i),
+    );
+    const server = await rawServer((socket, ctx) => {
+      const body = bodies[ctx.index] as Buffer;
+      socket.write(Buffer.concat([head('200 OK', [`Content-Length: ${body.length}`]), body]));
+    });
+    for (const [i, body] of bodies.entries()) {
+      if (i % 3 === 2) {
+        const c = collector({ delayMs: 2 });
+        await download({ url: server.url }, c.sink, { ...SMALL, pool });
+        expect(c.bytes().equals(body)).toBe(true);
+      } else {
+        const got = await fetchWhole({ url: server.url }, { ...SMALL, pool, maxBytes: 10_000 });
+        if (isFallback(got)) throw new Error(`fallback ${got.fallback}`);
+        expect(got.body.equals(body)).toBe(true);
+      }
+    }
+    expect(server.sockets).toHaveLength(1);
   });
 });
 

@@ -20,6 +20,7 @@ import { S3Store } from '../drivers/s3/index.js';
 import { parseListPage, parseVersionPage, pathStyleRoute } from '../drivers/s3/lean.js';
 import { forEachLimit } from '../src/concurrency.js';
 import type { VersionRecord } from '../src/driver.js';
+import { NotFound } from '../src/errors.js';
 import {
   createTestBucket,
   describeS3,
@@ -376,6 +377,31 @@ describeS3('lean reads against the server', () => {
       expect(out.sdkRequested).toBe(false);
     },
   );
+
+  it('reads a small object whole when asked (same info as a HEAD), and streams a bigger one', async () => {
+    const store = new S3Store({ cache: mkdtempSync(path.join(tmpdir(), 'provcat-lean-')) });
+    const key = `${prefix}a.txt`;
+    const head = await store._head(bucket, key);
+    const small = await store._get(bucket, key, { wholeUpTo: 10 });
+    expect(small.bytes?.toString()).toBe('hello lean');
+    expect(small.info).toEqual(head);
+    expect(small.contentLength).toBe(10);
+    // The stream view of the same bytes stays available.
+    expect(Buffer.concat(await small.body.toArray()).toString()).toBe('hello lean');
+
+    const big = await store._get(bucket, key, { wholeUpTo: 9 });
+    expect(big.bytes).toBeUndefined();
+    expect(Buffer.concat(await big.body.toArray()).toString()).toBe('hello lean');
+    expect(big.info).toEqual(head);
+
+    // A range is never read whole (its size is not the object's).
+    const ranged = await store._get(bucket, key, { wholeUpTo: 10, range: { start: 2, end: 5 } });
+    expect(ranged.bytes).toBeUndefined();
+    expect(Buffer.concat(await ranged.body.toArray()).toString()).toBe('llo');
+    await expect(store._get(bucket, `${prefix}missing`, { wholeUpTo: 10 })).rejects.toThrow(
+      NotFound,
+    );
+  }, 60_000);
 
   it('refused credentials still come out as a 403 StoreError, through the SDK', async () => {
     const out = await runProbe({ AWS_SECRET_ACCESS_KEY: 'not-the-secret' });

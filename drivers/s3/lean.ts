@@ -55,11 +55,15 @@ import { type Agent as HttpAgent, request as httpRequest, type IncomingMessage }
 import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { ByteRange } from '../../src/driver.js';
+import { isAbort, StoreError } from '../../src/errors.js';
 import {
+  type DownloadFallback,
+  fetchWhole,
   type Http1Pool,
   type Http1Response,
   isFallback,
   openDownload,
+  type WholeResponse,
 } from '../../src/net/http1-download.js';
 import { encodeKeyPath } from './keys.js';
 import type { RouteHints } from './route-store.js';
@@ -129,6 +133,11 @@ export interface LeanGetOptions {
   versionId?: string | undefined;
   range?: ByteRange | undefined;
   signal?: AbortSignal | undefined;
+}
+
+/** A whole read's failure after the response head: the transfer's own error, or an abort. */
+function isAfterHead(error: unknown): boolean {
+  return error instanceof StoreError || isAbort(error);
 }
 
 /** One page of a ListObjectsV2 listing, as {@link parseListPage} reads it. */
@@ -457,6 +466,30 @@ export class LeanPath {
     key: string,
     options: LeanGetOptions,
   ): Promise<Http1Response | undefined> {
+    const got = await this.sendGet<Http1Response>(bucket, key, options, undefined);
+    return got === 'larger' ? undefined : got;
+  }
+
+  /**
+   * GetObject of a whole object expected to be small, read into memory ({@link fetchWhole}):
+   * the response with its body, `'larger'` when the object is longer than `maxBytes` (nothing
+   * read; stream it with {@link get}), or `undefined` and throws as {@link get}. Failures after
+   * the head reject (a {@link StoreError}, or an AbortError).
+   */
+  async getWhole(
+    bucket: string,
+    key: string,
+    options: LeanGetOptions & { maxBytes: number },
+  ): Promise<WholeResponse | 'larger' | undefined> {
+    return this.sendGet<WholeResponse>(bucket, key, options, options.maxBytes);
+  }
+
+  private async sendGet<R extends Http1Response | WholeResponse>(
+    bucket: string,
+    key: string,
+    options: LeanGetOptions,
+    wholeUpTo: number | undefined,
+  ): Promise<R | 'larger' | undefined> {
     const picked = await this.pick('object', bucket);
     if (!picked) return undefined;
     const route = picked.route;
@@ -464,32 +497,46 @@ export class LeanPath {
     if (options.range) headers.range = `bytes=${options.range.start}-${options.range.end - 1}`;
     const query: Record<string, string> =
       options.versionId === undefined ? {} : { versionId: options.versionId };
+    let signed: { target: string; headers: Record<string, string> };
+    let outcome: Http1Response | WholeResponse | DownloadFallback;
     try {
-      const signed = await this.sign('GET', route, encodeKeyPath(key), query, headers);
-      const outcome = await openDownload(
-        { url: route.url, target: signed.target, headers: signed.headers },
-        {
-          signal: options.signal,
-          idleTimeoutMs: this.options.socketTimeoutMs,
-          pool: this.options.downloads,
-          uri: `s3://${bucket}/${key}`,
-        },
-      );
-      if (!isFallback(outcome)) {
-        this.settle(picked, true, options.signal);
-        return outcome;
-      }
-      if (outcome.fallback === 'status' && outcome.status === 404 && !this.unconfirmed(picked)) {
-        throw new LeanHttpError(404, 'NotFound', `GET ${route.url.origin}: HTTP 404`);
-      }
-      this.debug(
-        `lean get ${bucket}/${key}: ${outcome.fallback} (${outcome.detail}); asking the SDK`,
-      );
+      signed = await this.sign('GET', route, encodeKeyPath(key), query, headers);
+      const request = { url: route.url, target: signed.target, headers: signed.headers };
+      const downloadOptions = {
+        signal: options.signal,
+        idleTimeoutMs: this.options.socketTimeoutMs,
+        pool: this.options.downloads,
+        uri: `s3://${bucket}/${key}`,
+      };
+      outcome =
+        wholeUpTo === undefined
+          ? await openDownload(request, downloadOptions)
+          : await fetchWhole(request, { ...downloadOptions, maxBytes: wholeUpTo });
     } catch (error) {
-      if (error instanceof LeanHttpError) throw error;
-      // An abort goes to the SDK path too, which raises it the way every S3 call does.
+      // Before the head: an abort goes to the SDK path too, which raises it the way every S3
+      // call does. After it (a whole read), the transfer's own error stands.
+      if (wholeUpTo !== undefined && isAfterHead(error)) {
+        this.settle(picked, true, options.signal);
+        throw error;
+      }
       if (!options.signal?.aborted) this.debug(`lean get ${bucket}/${key}: ${String(error)}`);
+      this.settle(picked, false, options.signal);
+      return undefined;
     }
+    if (!isFallback(outcome)) {
+      this.settle(picked, true, options.signal);
+      return outcome as R;
+    }
+    if (outcome.fallback === 'refused') {
+      this.settle(picked, true, options.signal);
+      return 'larger';
+    }
+    if (outcome.fallback === 'status' && outcome.status === 404 && !this.unconfirmed(picked)) {
+      throw new LeanHttpError(404, 'NotFound', `GET ${route.url.origin}: HTTP 404`);
+    }
+    this.debug(
+      `lean get ${bucket}/${key}: ${outcome.fallback} (${outcome.detail}); asking the SDK`,
+    );
     this.settle(picked, false, options.signal);
     return undefined;
   }

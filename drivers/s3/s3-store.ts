@@ -63,7 +63,12 @@ import {
   type ProvcatError,
   StoreError,
 } from '../../src/errors.js';
-import { Http1Pool, type Http1Response, responseReadable } from '../../src/net/http1-download.js';
+import {
+  Http1Pool,
+  type Http1Response,
+  responseReadable,
+  type WholeResponse,
+} from '../../src/net/http1-download.js';
 import { ObjectStore } from '../../src/object-store.js';
 import {
   type CreateFallback,
@@ -162,26 +167,13 @@ const SOCKET_TIMEOUT_MS = 120_000;
  * `pipeTo` (reused buffers, no allocation per read: the cache's path) and a Readable (copies).
  */
 function leanResult(key: string, res: Http1Response): GetResult | undefined {
-  const h = res.headers;
-  const length = res.contentLength;
-  const etag = h.etag;
-  if (etag === undefined) {
+  const info = leanGetInfo(key, res);
+  if (info === undefined) {
     res.discard();
     return undefined;
   }
-  const versionId = h['x-amz-version-id'];
-  const modified = h['last-modified'];
-  const contentRange = h['content-range'];
-  const info = objectInfo(
-    key,
-    {
-      ContentLength: length,
-      ETag: etag,
-      VersionId: typeof versionId === 'string' ? versionId : undefined,
-      LastModified: modified === undefined ? undefined : new Date(modified),
-    },
-    totalFromContentRange(contentRange) ?? length,
-  );
+  const length = res.contentLength;
+  const contentRange = res.headers['content-range'];
   // The Readable is made only when asked for: the cache reads through `pipeTo`, and a stream
   // per small GET is allocation the GC then pays for.
   let body: Readable | undefined;
@@ -196,6 +188,49 @@ function leanResult(key: string, res: Http1Response): GetResult | undefined {
     contentLength: length,
     contentRange,
   };
+}
+
+/**
+ * A GetResult from a lean GET read whole ({@link LeanPath.getWhole}), or `undefined` when the
+ * response lacks an ETag, so the SDK path decides.
+ */
+function leanWholeResult(key: string, res: WholeResponse): GetResult | undefined {
+  const info = leanGetInfo(key, res);
+  if (info === undefined) return undefined;
+  const bytes = res.body;
+  let body: Readable | undefined;
+  return {
+    get body() {
+      body ??= Readable.from([bytes], { objectMode: false });
+      return body;
+    },
+    bytes,
+    info,
+    contentLength: res.contentLength,
+    contentRange: res.headers['content-range'],
+  };
+}
+
+/** The ObjectInfo of a lean GET's response head (the fields the SDK reads); `undefined` without an ETag. */
+function leanGetInfo(
+  key: string,
+  res: Pick<Http1Response, 'headers' | 'contentLength'>,
+): ObjectInfo | undefined {
+  const h = res.headers;
+  const etag = h.etag;
+  if (etag === undefined) return undefined;
+  const versionId = h['x-amz-version-id'];
+  const modified = h['last-modified'];
+  return objectInfo(
+    key,
+    {
+      ContentLength: res.contentLength,
+      ETag: etag,
+      VersionId: typeof versionId === 'string' ? versionId : undefined,
+      LastModified: modified === undefined ? undefined : new Date(modified),
+    },
+    totalFromContentRange(h['content-range']) ?? res.contentLength,
+  );
 }
 
 /**
@@ -472,7 +507,9 @@ export class S3Store extends ObjectStore {
       try {
         answer = await lean(this.lean);
       } catch (error) {
-        // The lean path throws only for a status it answers itself (a HEAD's or GET's 404).
+        // The lean path throws only for a status it answers itself (a HEAD's or GET's 404), and
+        // for a whole read that failed after its head (a network error, or an abort).
+        if (isAbort(error)) throw error;
         throw this.mapError(error, context);
       }
       if (answer !== undefined) return answer;
@@ -735,6 +772,16 @@ export class S3Store extends ObjectStore {
         };
       },
       async (lean) => {
+        const upTo = options.wholeUpTo;
+        if (upTo !== undefined && range === undefined) {
+          const whole = await lean.getWhole(bucket, key, {
+            versionId,
+            signal: options.signal,
+            maxBytes: upTo,
+          });
+          if (whole === undefined) return undefined;
+          if (whole !== 'larger') return leanWholeResult(key, whole);
+        }
         // The transfer has the signal: an abort rejects `pipeTo` and errors `body`.
         const res = await lean.get(bucket, key, { versionId, range, signal: options.signal });
         return res && leanResult(key, res);

@@ -114,9 +114,9 @@ const LAYOUT = 'v1';
 
 /**
  * Bodies up to this size are gathered in memory and written with direct system calls
- * (see {@link Cache.installBlob}).
+ * (see {@link Cache.installBlob}); fetches ask drivers for them whole (`GetOptions.wholeUpTo`).
  */
-const SMALL_BLOB_BYTES = 64 * 1024;
+export const SMALL_BLOB_BYTES = 64 * 1024;
 /** Downloads are written in batches of about this many bytes (one writev each). */
 const WRITE_BATCH_BYTES = 1024 * 1024;
 /** A download starts the disk writing (fdatasync) after every this many bytes. */
@@ -303,15 +303,24 @@ export class Cache {
   /**
    * Download a GET's body into the blob for (`key`, `identity`): temp file, fsync, rename. The
    * blob appears only complete; `expectedSize` guards against a body cut short. A result with
-   * `pipeTo` (reused read buffers) is written from it, else from `body`. Returns the blob path.
+   * `bytes` (read whole) is written from them, one with `pipeTo` (reused read buffers) from
+   * that, else from `body`. Returns the blob path.
    */
   async installBlob(
     blob: string,
-    res: Pick<GetResult, 'body' | 'pipeTo'>,
+    res: Pick<GetResult, 'body' | 'pipeTo' | 'bytes'>,
     expectedSize: number,
     onBytes?: (n: number) => void,
     signal?: AbortSignal,
   ): Promise<string> {
+    if (res.bytes) {
+      if (res.bytes.length !== expectedSize) {
+        throw new StoreError(
+          `download of ${res.bytes.length} bytes, ${expectedSize} expected; nothing was cached`,
+        );
+      }
+      return this.writeSmallBlob(blob, [res.bytes], expectedSize, onBytes);
+    }
     if (res.pipeTo) return this.installFromSink(blob, res.pipeTo, expectedSize, onBytes);
     const body = res.body;
     if (expectedSize <= SMALL_BLOB_BYTES) {
@@ -441,13 +450,29 @@ export class Cache {
       body.destroy();
       throw error;
     }
+    return this.writeSmallBlob(blob, chunks, expectedSize, onBytes);
+  }
+
+  /**
+   * Write a small body held in memory as the blob: temp file, direct system calls, fsync
+   * (through the thread pool), rename.
+   */
+  private async writeSmallBlob(
+    blob: string,
+    chunks: Buffer[],
+    expectedSize: number,
+    onBytes: ((n: number) => void) | undefined,
+  ): Promise<string> {
     const temp = tempPathFor(blob);
     // Read-only from the start: the mode applies to later opens, not to this descriptor.
     const fd = await this.inDir(path.dirname(blob), async () =>
       openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
     );
     try {
-      if (expectedSize > 0) writevSync(fd, chunks);
+      const written = expectedSize > 0 ? writevSync(fd, chunks) : 0;
+      if (written !== expectedSize) {
+        throw new StoreError(`wrote ${written} of ${expectedSize} bytes to ${temp}`);
+      }
       await new Promise<void>((resolve, reject) =>
         fsync(fd, (error) => (error ? reject(error) : resolve())),
       );

@@ -19,7 +19,7 @@ import type { GetResult, ObjectInfo } from '../driver.js';
 import { NotFound, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
-import type { ViewState } from './cache.js';
+import { SMALL_BLOB_BYTES, type ViewState } from './cache.js';
 import { fetchCommit } from './fetch-commit.js';
 
 /** Dispatch a fetch by the kind of URI. */
@@ -108,12 +108,18 @@ async function currentBlob(
   transfer: Transfer,
   signal: AbortSignal | undefined,
 ): Promise<{ blob: string; info: ObjectInfo; downloaded: boolean }> {
-  const cached = store.cache.blobPath(store.scheme, bucket, key, blobIdentity(known));
+  const identity = blobIdentity(known);
+  const cached = store.cache.blobPath(store.scheme, bucket, key, identity);
   if ((await store.cache.hasBlob(cached)) !== undefined) {
     return { blob: cached, info: known, downloaded: false };
   }
-  const res = await store._get(bucket, key, { signal });
-  const blob = store.cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
+  // A small object comes whole (no stream) from drivers that can; a bigger one still streams.
+  const res = await store._get(bucket, key, {
+    signal,
+    wholeUpTo: known.size <= SMALL_BLOB_BYTES ? SMALL_BLOB_BYTES : undefined,
+  });
+  const got = blobIdentity(res.info);
+  const blob = got === identity ? cached : store.cache.blobPath(store.scheme, bucket, key, got);
   await store.cache.installBlob(blob, res, res.contentLength, transfer.add, signal);
   return { blob, info: res.info, downloaded: true };
 }
