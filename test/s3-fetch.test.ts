@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
 import { S3Store } from '../drivers/s3/index.js';
 import { forEachLimit } from '../src/concurrency.js';
+import { watchGets } from './conformance/fetch.js';
 import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
 
 describeS3('s3 folder fetch of 1,000 small objects', () => {
@@ -31,35 +32,14 @@ describeS3('s3 folder fetch of 1,000 small objects', () => {
   it('fetches with at most `concurrency` GETs in flight, then refetches nothing from one listing', async () => {
     const cache = mkdtempSync(path.join(tmpdir(), 'provcat-s3f-'));
     const store = new S3Store({ cache, concurrency: 16 });
-    let inFlight = 0;
-    let most = 0;
-    let whole = 0;
-    const get = store._get.bind(store);
-    vi.spyOn(store, '_get').mockImplementation(async (...args) => {
-      inFlight++;
-      most = Math.max(most, inFlight);
-      try {
-        const res = await get(...args);
-        if (res.bytes) {
-          // Read whole (small objects, lean path): the request is over.
-          whole++;
-          inFlight--;
-        } else {
-          res.body.once('close', () => inFlight--);
-        }
-        return res;
-      } catch (error) {
-        inFlight--;
-        throw error;
-      }
-    });
+    const gets = watchGets(store);
     const uri = `s3://${bucket}/${prefix}`;
     const first = await store.fetch(uri);
     expect(first).toMatchObject({ files: N, downloaded: N });
-    expect(most).toBeGreaterThan(1);
-    expect(most).toBeLessThanOrEqual(16);
+    expect(gets.most).toBeGreaterThan(1);
+    expect(gets.most).toBeLessThanOrEqual(16);
     // Small objects whose size the listing gave come whole: no stream, no sink per file.
-    expect(whole).toBe(N);
+    expect(gets.whole).toBe(N);
     const names = await readdir(first.path, { recursive: true });
     expect(names.filter((n) => n.endsWith('.txt'))).toHaveLength(N);
 

@@ -17,7 +17,13 @@ import {
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3Store } from '../drivers/s3/index.js';
-import { parseListPage, parseVersionPage, pathStyleRoute } from '../drivers/s3/lean.js';
+import {
+  cacheSigningKeys,
+  parseListPage,
+  parseVersionPage,
+  pathStyleRoute,
+  Sha256,
+} from '../drivers/s3/lean.js';
 import { forEachLimit } from '../src/concurrency.js';
 import type { VersionRecord } from '../src/driver.js';
 import { NotFound } from '../src/errors.js';
@@ -96,6 +102,54 @@ describe('lean route for an explicit endpoint with path style', () => {
     }
     expect(pathStyleRoute('http://127.0.0.1:7480/?x=1', 'us-east-1', 'abc')).toBeUndefined();
     expect(pathStyleRoute('http://user:pw@127.0.0.1:7480', 'us-east-1', 'abc')).toBeUndefined();
+  });
+});
+
+describe('lean signing', () => {
+  it('signs exactly as the SDK signer does, across days and changing credentials', async () => {
+    const { SignatureV4 } = await import('@smithy/signature-v4');
+    let creds = { accessKeyId: 'AKID1', secretAccessKey: 'secret-1' } as {
+      accessKeyId: string;
+      secretAccessKey: string;
+      sessionToken?: string;
+    };
+    const make = () =>
+      new SignatureV4({
+        credentials: async () => creds,
+        region: 'eu-west-1',
+        service: 's3',
+        sha256: Sha256,
+        uriEscapePath: false,
+      });
+    const plain = make();
+    // The wrapped method exists: if the SDK renamed it, the key cache would be silently gone.
+    expect(typeof (plain as unknown as { getSigningKey: unknown }).getSigningKey).toBe('function');
+    const cached = cacheSigningKeys(make());
+    const request = (n: number) => ({
+      method: 'GET',
+      protocol: 'https:',
+      hostname: 'b.s3.eu-west-1.amazonaws.com',
+      path: `/k${n}`,
+      query: {},
+      headers: { host: 'b.s3.eu-west-1.amazonaws.com', 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD' },
+    });
+    const dates = ['2026-11-30T10:00:00Z', '2026-11-30T23:59:59Z', '2026-12-01T00:00:01Z'];
+    const creds2 = { accessKeyId: 'AKID1', secretAccessKey: 'secret-2', sessionToken: 'tok' };
+    let n = 0;
+    for (const c of [creds, creds2, creds]) {
+      creds = c;
+      for (const d of dates) {
+        const options = {
+          signingDate: new Date(d),
+          signingRegion: 'eu-west-1',
+          signingService: 's3',
+        };
+        const a = await plain.sign(request(n), options);
+        const b = await cached.sign(request(n), options);
+        expect(b.headers).toEqual(a.headers);
+        n++;
+      }
+    }
   });
 });
 

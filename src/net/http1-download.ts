@@ -332,6 +332,30 @@ interface ReadConfig {
   bufferPool: DownloadBufferPool;
 }
 
+/** Whole bodies up to this size are cut from a shared slab (see {@link wholeBody}). */
+const WHOLE_SLAB_MAX = 64 * 1024;
+const WHOLE_SLAB_BYTES = 1024 * 1024;
+let wholeSlab = Buffer.alloc(0);
+let wholeSlabUsed = 0;
+
+/**
+ * Memory for a body read whole: a fresh region that is never handed out again. Small ones are
+ * cut from a 1 MiB slab, as Node's own Buffer pool does for tiny buffers (a separate backing
+ * store per 4 KiB body cost more than the rest of its handling); the slab lives as long as any
+ * body cut from it.
+ */
+function wholeBody(n: number): Buffer {
+  if (n > WHOLE_SLAB_MAX) return Buffer.allocUnsafeSlow(n);
+  if (wholeSlabUsed + n > wholeSlab.length) {
+    wholeSlab = Buffer.allocUnsafeSlow(WHOLE_SLAB_BYTES);
+    wholeSlabUsed = 0;
+  }
+  const body = wholeSlab.subarray(wholeSlabUsed, wholeSlabUsed + n);
+  // Keep later bodies 8-byte aligned.
+  wholeSlabUsed += (n + 7) & ~7;
+  return body;
+}
+
 /** One read buffer of a connection: bytes [0, filled) were read into it. */
 interface Slab {
   buf: Buffer;
@@ -665,7 +689,7 @@ class Transfer implements ConnectionOwner {
       });
       return;
     }
-    const body = Buffer.allocUnsafe(head.contentLength);
+    const body = wholeBody(head.contentLength);
     let at = 0;
     this.pipeTo({
       data: (chunk) => {
@@ -915,21 +939,30 @@ export function parseHead(text: string): HeadResult {
     return { fallback: 'no-content-length', detail: 'no Content-Length', status };
   }
   // Repeats (in one field or several) are allowed only when identical (RFC 9110 §8.6).
-  const values = new Set(lengths.flatMap((v) => v.split(',').map((s) => s.trim())));
-  const [only] = values;
-  if (values.size !== 1 || only === undefined || !/^[0-9]{1,16}$/.test(only)) {
+  const only =
+    lengths.length === 1 && DIGITS.test(lengths[0] as string)
+      ? lengths[0]
+      : oneLength(lengths);
+  if (only === undefined || !DIGITS.test(only)) {
     return { fallback: 'malformed', detail: `bad Content-Length ${lengths.join(', ')}`, status };
   }
   const contentLength = Number(only);
   if (!Number.isSafeInteger(contentLength)) {
     return { fallback: 'malformed', detail: `Content-Length ${only} too large`, status };
   }
-  const tokens = (headers.connection ?? '')
-    .toLowerCase()
-    .split(',')
-    .map((s) => s.trim());
+  const connection = headers.connection;
+  const tokens =
+    connection === undefined ? [] : connection.toLowerCase().split(',').map((s) => s.trim());
   const keepAlive = minor === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
   return { status, headers, contentLength, keepAlive };
+}
+
+const DIGITS = /^[0-9]{1,16}$/;
+
+/** The one value of repeated or listed Content-Lengths, or `undefined` when they differ. */
+function oneLength(lengths: string[]): string | undefined {
+  const values = new Set(lengths.flatMap((v) => v.split(',').map((s) => s.trim())));
+  return values.size === 1 ? [...values][0] : undefined;
 }
 
 /** The connect target of a URL, and its pool key. */
