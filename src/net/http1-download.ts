@@ -940,9 +940,7 @@ export function parseHead(text: string): HeadResult {
   }
   // Repeats (in one field or several) are allowed only when identical (RFC 9110 §8.6).
   const only =
-    lengths.length === 1 && DIGITS.test(lengths[0] as string)
-      ? lengths[0]
-      : oneLength(lengths);
+    lengths.length === 1 && DIGITS.test(lengths[0] as string) ? lengths[0] : oneLength(lengths);
   if (only === undefined || !DIGITS.test(only)) {
     return { fallback: 'malformed', detail: `bad Content-Length ${lengths.join(', ')}`, status };
   }
@@ -952,7 +950,12 @@ export function parseHead(text: string): HeadResult {
   }
   const connection = headers.connection;
   const tokens =
-    connection === undefined ? [] : connection.toLowerCase().split(',').map((s) => s.trim());
+    connection === undefined
+      ? []
+      : connection
+          .toLowerCase()
+          .split(',')
+          .map((s) => s.trim());
   const keepAlive = minor === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
   return { status, headers, contentLength, keepAlive };
 }
