@@ -385,7 +385,7 @@ describeS3('lean reads against the server', () => {
   };
 
   beforeAll(async () => {
-    bucket = await createTestBucket('lean');
+    bucket = await createTestBucket('lean', { versioning: true });
     prefix = `lean-${Date.now()}/`;
     await putTestObjects(bucket, {
       [`${prefix}a.txt`]: 'hello lean',
@@ -442,6 +442,14 @@ describeS3('lean reads against the server', () => {
     expect(small.contentLength).toBe(10);
     // The stream view of the same bytes stays available.
     expect(Buffer.concat(await small.body.toArray()).toString()).toBe('hello lean');
+
+    // A version is read whole the same way (a fetch at a commit asks so).
+    expect(head.versionId).toBeTruthy();
+    const version = await store._getVersion(bucket, key, head.versionId as string, {
+      wholeUpTo: 10,
+    });
+    expect(version.bytes?.toString()).toBe('hello lean');
+    expect(version.info.versionId).toBe(head.versionId);
 
     const big = await store._get(bucket, key, { wholeUpTo: 9 });
     expect(big.bytes).toBeUndefined();

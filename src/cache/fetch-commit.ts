@@ -17,6 +17,7 @@ import { forEachLimit } from '../concurrency.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
+import { SMALL_BLOB_BYTES } from './cache.js';
 import { checkDiskNames, Transfer } from './fetch.js';
 
 /** Fetch exactly the versions a commit lists for `u` (a folder or file at or below it). */
@@ -65,10 +66,13 @@ export async function fetchCommit(
               uri: u.toString(),
             });
           }
-          const res = await store._getVersion(bucket, f.key, f.versionId, { signal });
+          const res = await store._getVersion(bucket, f.key, f.versionId, {
+            signal,
+            wholeUpTo: f.size <= SMALL_BLOB_BYTES ? SMALL_BLOB_BYTES : undefined,
+          });
           const etag = res.info.etag;
           if (res.contentLength !== f.size || (f.etag && etag && etag !== f.etag)) {
-            res.body.destroy();
+            if (!res.bytes) res.body.destroy();
             throw new ObjectIntegrityError(
               'DigestMismatch',
               `${where}: the store returned ${res.contentLength} bytes with ETag ${etag}, commit ${id} says ${f.size} bytes with ETag ${f.etag}`,
