@@ -534,10 +534,9 @@ export class LeanPath {
     if (options.range) headers.range = `bytes=${options.range.start}-${options.range.end - 1}`;
     const query: Record<string, string> =
       options.versionId === undefined ? {} : { versionId: options.versionId };
-    let signed: { target: string; headers: Record<string, string> };
     let outcome: Http1Response | WholeResponse | DownloadFallback;
     try {
-      signed = await this.sign('GET', route, encodeKeyPath(key), query, headers);
+      const signed = await this.sign('GET', route, encodeKeyPath(key), query, headers);
       const request = { url: route.url, target: signed.target, headers: signed.headers };
       const downloadOptions = {
         signal: options.signal,
@@ -550,8 +549,8 @@ export class LeanPath {
           ? await openDownload(request, downloadOptions)
           : await fetchWhole(request, { ...downloadOptions, maxBytes: wholeUpTo });
     } catch (error) {
-      // Before the head: an abort goes to the SDK path too, which raises it the way every S3
-      // call does. After it (a whole read), the transfer's own error stands.
+      // An abort before the head goes to the SDK path, which raises it the way every S3 call
+      // does. A whole read rejects after its head too: that error (or abort) stands.
       if (wholeUpTo !== undefined && isAfterHead(error)) {
         this.settle(picked, true, options.signal);
         throw error;
