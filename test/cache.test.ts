@@ -3,7 +3,7 @@ import { mkdtempSync } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { LocalStore } from '../drivers/local/index.js';
 import { Cache } from '../src/cache/cache.js';
 import { OfflineMiss, StoreError, UriError } from '../src/errors.js';
@@ -186,5 +186,34 @@ describe('blob install', () => {
     expect(await allFiles(path.dirname(other))).toEqual(
       path.dirname(other) === path.dirname(blob) ? [blob] : [],
     );
+  });
+});
+
+describe('cache folders', () => {
+  it('a cold fetch of many files makes each cache folder once, parents first', async () => {
+    const root = temp('root');
+    const store = new LocalStore({ root, cache: temp('cache'), concurrency: 16 });
+    await Promise.all(
+      Array.from({ length: 300 }, (_, i) =>
+        store.put(`local://b/many/d${i % 7}/f${i}.txt`, Buffer.from(`file ${i}`)),
+      ),
+    );
+    const made = vi.spyOn(store.cache, 'ensureDir');
+    const r = await store.fetch('local://b/many/');
+    expect(r).toMatchObject({ files: 300, downloaded: 300 });
+    const dirs = made.mock.calls.map(([dir]) => dir);
+    // 300 blobs spread over up to 256 fan-out folders and 7 folders of the copy, all fetched
+    // 16 at a time: still one call per folder (the end of the fetch may check the copy's root
+    // once more).
+    const counts = new Map<string, number>();
+    for (const d of dirs) counts.set(d, (counts.get(d) ?? 0) + 1);
+    const twice = [...counts].filter(([d, n]) => n > 1 && d !== r.path);
+    expect(twice).toEqual([]);
+    expect(counts.size).toBeGreaterThan(100);
+    // Every parent was asked for before its child.
+    for (const [i, d] of dirs.entries()) {
+      const parent = path.dirname(d);
+      if (counts.has(parent)) expect(dirs.indexOf(parent)).toBeLessThan(i);
+    }
   });
 });
