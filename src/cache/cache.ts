@@ -116,7 +116,15 @@ const LAYOUT = 'v1';
  * Bodies up to this size are gathered in memory and written with direct system calls
  * (see {@link Cache.installBlob}); fetches ask drivers for them whole (`GetOptions.wholeUpTo`).
  */
-export const SMALL_BLOB_BYTES = 64 * 1024;
+const SMALL_BLOB_BYTES = 64 * 1024;
+
+/**
+ * The `GetOptions.wholeUpTo` a fetch passes for an object the listing or a commit says is
+ * `size` bytes: small ones are asked for whole, bigger ones stream.
+ */
+export function wholeUpToFor(size: number): number | undefined {
+  return size <= SMALL_BLOB_BYTES ? SMALL_BLOB_BYTES : undefined;
+}
 /** Downloads are written in batches of about this many bytes (one writev each). */
 const WRITE_BATCH_BYTES = 1024 * 1024;
 /** A download starts the disk writing (fdatasync) after every this many bytes. */

@@ -17,7 +17,7 @@ import { forEachLimit } from '../concurrency.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
-import { SMALL_BLOB_BYTES } from './cache.js';
+import { wholeUpToFor } from './cache.js';
 import { checkDiskNames, Transfer } from './fetch.js';
 
 /** Fetch exactly the versions a commit lists for `u` (a folder or file at or below it). */
@@ -68,7 +68,7 @@ export async function fetchCommit(
           }
           const res = await store._getVersion(bucket, f.key, f.versionId, {
             signal,
-            wholeUpTo: f.size <= SMALL_BLOB_BYTES ? SMALL_BLOB_BYTES : undefined,
+            wholeUpTo: wholeUpToFor(f.size),
           });
           const etag = res.info.etag;
           if (res.contentLength !== f.size || (f.etag && etag && etag !== f.etag)) {

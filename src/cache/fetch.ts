@@ -19,7 +19,7 @@ import type { GetResult, ObjectInfo } from '../driver.js';
 import { NotFound, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
-import { SMALL_BLOB_BYTES, type ViewState } from './cache.js';
+import { type ViewState, wholeUpToFor } from './cache.js';
 import { fetchCommit } from './fetch-commit.js';
 
 /** Dispatch a fetch by the kind of URI. */
@@ -116,7 +116,7 @@ async function currentBlob(
   // A small object comes whole (no stream) from drivers that can; a bigger one still streams.
   const res = await store._get(bucket, key, {
     signal,
-    wholeUpTo: known.size <= SMALL_BLOB_BYTES ? SMALL_BLOB_BYTES : undefined,
+    wholeUpTo: wholeUpToFor(known.size),
   });
   const got = blobIdentity(res.info);
   const blob = got === identity ? cached : store.cache.blobPath(store.scheme, bucket, key, got);
