@@ -85,6 +85,13 @@ export interface GetResult {
    * exactly `contentLength` bytes, the caller's to keep. `body` then streams the same bytes.
    */
   bytes?: Buffer | undefined;
+  /**
+   * May come with `bytes`: a caller that used `bytes` (wrote them out) calls it to give their
+   * memory back to the driver for later reads, and never reads `bytes` afterwards. Optional to
+   * call (memory never given back is garbage-collected) and idempotent. A caller that reads
+   * `body` instead must not call it.
+   */
+  release?: (() => void) | undefined;
 }
 
 /** One entry of `_history`: a version of a key, or a delete marker (`size === null`). */

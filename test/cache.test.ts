@@ -156,23 +156,32 @@ describe('the cache across processes', () => {
 });
 
 describe('blob install', () => {
-  it('writes a body read whole as a read-only blob, and refuses one of the wrong length', async () => {
+  it('writes a body read whole as a read-only blob, gives its memory back after, and refuses one of the wrong length', async () => {
     const cache = new Cache({ root: temp('blob') });
     const blob = cache.blobPath('s3', 'b', 'k', 'v1');
     const unused = () => {
       throw new Error('the stream of a body read whole is not read');
     };
+    // The driver's release reuses the memory at once: here it overwrites the bytes, so a
+    // release before the write would leave the wrong bytes in the blob.
+    const bytes = Buffer.from('whole');
+    let released = 0;
     const res = {
       get body(): never {
         return unused();
       },
-      bytes: Buffer.from('whole'),
+      bytes,
+      release: () => {
+        released++;
+        bytes.fill('X');
+      },
     };
     const seen: number[] = [];
     await cache.installBlob(blob, res, 5, (n) => seen.push(n));
     expect(await readFile(blob, 'utf8')).toBe('whole');
     expect((await stat(blob)).mode & 0o222).toBe(0);
     expect(seen).toEqual([5]);
+    expect(released).toBe(1);
 
     const other = cache.blobPath('s3', 'b', 'k', 'v2');
     const short = {
@@ -180,8 +189,13 @@ describe('blob install', () => {
         return unused();
       },
       bytes: Buffer.from('who'),
+      release: () => {
+        released++;
+      },
     };
     await expect(cache.installBlob(other, short, 5)).rejects.toThrow(StoreError);
+    // Refused bytes are given back too.
+    expect(released).toBe(2);
     // Nothing half-written: no blob, no temp file.
     expect(await allFiles(path.dirname(other))).toEqual(
       path.dirname(other) === path.dirname(blob) ? [blob] : [],

@@ -886,6 +886,40 @@ describe('http1 download: whole small bodies (fetchWhole)', () => {
     expect(got.body.equals(kept)).toBe(true);
   });
 
+  it('memory of released bodies is used again; a body not released is never overwritten', async () => {
+    // A different 20 KB body per request: 300 of them are 6 MB, six slabs' worth.
+    const bodyFor = (i: number) => Buffer.alloc(20_000, i % 251);
+    const server = await rawServer((socket, ctx) => {
+      const b = bodyFor(ctx.index);
+      socket.write(Buffer.concat([head('200 OK', [`Content-Length: ${b.length}`]), b]));
+    });
+    const get = async () => {
+      const got = await fetchWhole({ url: server.url }, { ...SMALL, pool, maxBytes: 64 * 1024 });
+      if (isFallback(got)) throw new Error(`fallback ${got.fallback}`);
+      return got;
+    };
+    // All released once checked (twice: it is idempotent): the same memory serves them all.
+    const memory = new Set<ArrayBufferLike>();
+    let n = 0;
+    for (; n < 300; n++) {
+      const got = await get();
+      expect(got.body.equals(bodyFor(n))).toBe(true);
+      memory.add(got.body.buffer);
+      got.release();
+      got.release();
+    }
+    // Without reuse they would span six 1 MiB slabs.
+    expect(memory.size).toBeLessThanOrEqual(2);
+    // Every tenth kept, the others released: the kept ones stay as they came.
+    const kept: { i: number; body: Buffer }[] = [];
+    for (; n < 600; n++) {
+      const got = await get();
+      if (n % 10 === 0) kept.push({ i: n, body: got.body });
+      else got.release();
+    }
+    for (const { i, body } of kept) expect(body.equals(bodyFor(i))).toBe(true);
+  });
+
   it('an empty body is an empty Buffer', async () => {
     const server = await serveBody(Buffer.alloc(0));
     const got = await fetchWhole({ url: server.url }, { maxBytes: 10 });

@@ -3,7 +3,7 @@
  * unchanged from one listing with no GET or HEAD at all.
  */
 import { mkdtempSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it, vi } from 'vitest';
@@ -42,6 +42,12 @@ describeS3('s3 folder fetch of 1,000 small objects', () => {
     expect(gets.whole).toBe(N);
     const names = await readdir(first.path, { recursive: true });
     expect(names.filter((n) => n.endsWith('.txt'))).toHaveLength(N);
+    // Every file holds its own object's bytes (whole bodies share memory that is reused once
+    // written, so a mix-up would show here).
+    for (let i = 0; i < N; i++) {
+      const rel = `d${i % 10}/f${i}.txt`;
+      expect(await readFile(path.join(first.path, rel), 'utf8')).toBe(`object ${prefix}${rel}\n`);
+    }
 
     vi.restoreAllMocks();
     const again = new S3Store({ cache });

@@ -205,6 +205,7 @@ function leanWholeResult(key: string, res: WholeResponse): GetResult | undefined
       return body;
     },
     bytes,
+    release: res.release,
     info,
     contentLength: res.contentLength,
     contentRange: res.headers['content-range'],

@@ -318,18 +318,19 @@ export class Cache {
    */
   async installBlob(
     blob: string,
-    res: Pick<GetResult, 'body' | 'pipeTo' | 'bytes'>,
+    res: Pick<GetResult, 'body' | 'pipeTo' | 'bytes' | 'release'>,
     expectedSize: number,
     onBytes?: (n: number) => void,
     signal?: AbortSignal,
   ): Promise<string> {
     if (res.bytes) {
       if (res.bytes.length !== expectedSize) {
+        res.release?.();
         throw new StoreError(
           `download of ${res.bytes.length} bytes, ${expectedSize} expected; nothing was cached`,
         );
       }
-      return this.writeSmallBlob(blob, [res.bytes], expectedSize, onBytes);
+      return this.writeSmallBlob(blob, [res.bytes], expectedSize, onBytes, res.release);
     }
     if (res.pipeTo) return this.installFromSink(blob, res.pipeTo, expectedSize, onBytes);
     const body = res.body;
@@ -465,21 +466,34 @@ export class Cache {
 
   /**
    * Write a small body held in memory as the blob: temp file, direct system calls, fsync
-   * (through the thread pool), rename.
+   * (through the thread pool), rename. `release` (the driver's, see {@link GetResult.release})
+   * is called as soon as `chunks` are no longer read: after the write, or when it failed.
    */
   private async writeSmallBlob(
     blob: string,
     chunks: Buffer[],
     expectedSize: number,
     onBytes: ((n: number) => void) | undefined,
+    release?: () => void,
   ): Promise<string> {
     const temp = tempPathFor(blob);
-    // Read-only from the start: the mode applies to later opens, not to this descriptor.
-    const fd = await this.inDir(path.dirname(blob), async () =>
-      openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
-    );
+    let fd: number;
     try {
-      const written = expectedSize > 0 ? writevSync(fd, chunks) : 0;
+      // Read-only from the start: the mode applies to later opens, not to this descriptor.
+      fd = await this.inDir(path.dirname(blob), async () =>
+        openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
+      );
+    } catch (error) {
+      release?.();
+      throw error;
+    }
+    try {
+      let written: number;
+      try {
+        written = expectedSize > 0 ? writevSync(fd, chunks) : 0;
+      } finally {
+        release?.();
+      }
       if (written !== expectedSize) {
         throw new StoreError(`wrote ${written} of ${expectedSize} bytes to ${temp}`);
       }

@@ -203,6 +203,12 @@ export interface Http1Response extends ResponseHead {
 export interface WholeResponse extends ResponseHead {
   /** The body, exactly `contentLength` bytes, in memory of its own (not a reused buffer). */
   body: Buffer;
+  /**
+   * Give the body's memory back, to be reused by later whole reads. Optional (a body never
+   * released is garbage-collected), idempotent; call it once the body was used (written out),
+   * and never read `body` afterwards.
+   */
+  release(): void;
 }
 
 /** True when `outcome` is a {@link DownloadFallback}. */
@@ -335,25 +341,60 @@ interface ReadConfig {
 /** Whole bodies up to this size are cut from a shared slab (see {@link wholeBody}). */
 const WHOLE_SLAB_MAX = 64 * 1024;
 const WHOLE_SLAB_BYTES = 1024 * 1024;
-let wholeSlab = Buffer.alloc(0);
-let wholeSlabUsed = 0;
+/** Released slabs kept for reuse. */
+const WHOLE_SLABS_KEPT = 2;
+
+/** A region whole bodies are cut from; `live` counts bodies cut from it and not yet released. */
+interface WholeSlab {
+  buf: Buffer;
+  used: number;
+  live: number;
+}
+let wholeSlab: WholeSlab = { buf: Buffer.alloc(0), used: 0, live: 0 };
+const spareWholeSlabs: WholeSlab[] = [];
+const noop = (): void => {};
 
 /**
- * Memory for a body read whole: a fresh region that is never handed out again. Small ones are
- * cut from a 1 MiB slab, as Node's own Buffer pool does for tiny buffers (a separate backing
- * store per 4 KiB body cost more than the rest of its handling); the slab lives as long as any
- * body cut from it.
+ * Memory for a body read whole, and the function that gives it back. Small ones are cut from a
+ * 1 MiB slab, as Node's own Buffer pool does for tiny buffers (a separate backing store per
+ * 4 KiB body cost more than the rest of its handling). Once every body cut from a slab was
+ * released, the slab is used again: fresh memory costs a page fault per 4 KiB on first touch,
+ * which on these VMs cost more than the copy into it. A body never released keeps its slab
+ * alive until the garbage collector takes both.
  */
-function wholeBody(n: number): Buffer {
-  if (n > WHOLE_SLAB_MAX) return Buffer.allocUnsafeSlow(n);
-  if (wholeSlabUsed + n > wholeSlab.length) {
-    wholeSlab = Buffer.allocUnsafeSlow(WHOLE_SLAB_BYTES);
-    wholeSlabUsed = 0;
+function wholeBody(n: number): { body: Buffer; release: () => void } {
+  if (n > WHOLE_SLAB_MAX) return { body: Buffer.allocUnsafeSlow(n), release: noop };
+  let slab = wholeSlab;
+  if (slab.used + n > slab.buf.length) {
+    if (slab.live === 0 && slab.buf.length > 0) {
+      slab.used = 0;
+    } else {
+      slab = spareWholeSlabs.pop() ?? {
+        buf: Buffer.allocUnsafeSlow(WHOLE_SLAB_BYTES),
+        used: 0,
+        live: 0,
+      };
+      wholeSlab = slab;
+    }
   }
-  const body = wholeSlab.subarray(wholeSlabUsed, wholeSlabUsed + n);
+  const body = slab.buf.subarray(slab.used, slab.used + n);
   // Keep later bodies 8-byte aligned.
-  wholeSlabUsed += (n + 7) & ~7;
-  return body;
+  slab.used += (n + 7) & ~7;
+  slab.live++;
+  let released = false;
+  const release = (): void => {
+    if (released) return;
+    released = true;
+    slab.live--;
+    if (slab.live > 0) return;
+    if (slab === wholeSlab) {
+      slab.used = 0;
+    } else if (spareWholeSlabs.length < WHOLE_SLABS_KEPT) {
+      slab.used = 0;
+      spareWholeSlabs.push(slab);
+    }
+  };
+  return { body, release };
 }
 
 /** One read buffer of a connection: bytes [0, filled) were read into it. */
@@ -689,13 +730,19 @@ class Transfer implements ConnectionOwner {
       });
       return;
     }
-    const body = wholeBody(head.contentLength);
+    const { body, release } = wholeBody(head.contentLength);
     let at = 0;
     this.pipeTo({
       data: (chunk) => {
         at += chunk.copy(body, at);
       },
-    }).then(() => this.settle({ ...head, body }), this.reject);
+    }).then(
+      () => this.settle({ ...head, body, release }),
+      (error: unknown) => {
+        release();
+        this.reject(error);
+      },
+    );
   }
 
   /** End before any body byte: the caller takes its normal path. */
