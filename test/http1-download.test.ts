@@ -502,6 +502,41 @@ describe('http1 download: fallbacks before any body byte', () => {
     expect(parseHead('HTTP/1.1 200 OK\r\nContent-Length: 1\r\n')).toMatchObject({
       fallback: 'malformed',
     });
+    // Blanks around a value go, obs-text stays; repeats are joined.
+    const spaced = parseHead(
+      'HTTP/1.1 200 OK\r\nX-A: \t a  b \t\r\nX-B:\r\nX-C:   \r\nX-D: caf\xe9\xa0\r\nx-a: c\r\nContent-Length: 1\r\n\r\n',
+    );
+    expect((spaced as ResponseHead).headers).toEqual({
+      'x-a': 'a  b, c',
+      'x-b': '',
+      'x-c': '',
+      'x-d': 'caf\xe9\xa0',
+      'content-length': '1',
+    });
+    const bad = (line: string) =>
+      parseHead(`HTTP/1.1 200 OK\r\n${line}\r\nContent-Length: 1\r\n\r\n`);
+    expect(bad(' folded: x')).toMatchObject({
+      fallback: 'malformed',
+      detail: 'bad header line " folded: x"',
+    });
+    expect(bad('no colon')).toMatchObject({
+      fallback: 'malformed',
+      detail: 'bad header line "no colon"',
+    });
+    expect(bad('a b: x')).toMatchObject({ fallback: 'malformed' });
+    expect(bad('X-Bell: a\x07b')).toMatchObject({
+      fallback: 'malformed',
+      detail: 'bad value of header X-Bell',
+    });
+    expect(bad('X-Lf: a\nb')).toMatchObject({
+      fallback: 'malformed',
+      detail: 'bad value of header X-Lf',
+    });
+    expect(parseHead('HTTP/1.1 2000 OK\r\n\r\n')).toMatchObject({ fallback: 'malformed' });
+    // A long run of blanks before a bad character is refused at once: a backtracking blow-up
+    // would run far past the test's timeout.
+    expect(bad(`X-Long:${' '.repeat(60_000)}\x01`)).toMatchObject({ fallback: 'malformed' });
+    expect(bad(`X-Long: a${' '.repeat(60_000)}\x01`)).toMatchObject({ fallback: 'malformed' });
     // A header named like an Object.prototype member cannot reach the prototype.
     const proto = parseHead('HTTP/1.1 200 OK\r\n__proto__: x\r\nContent-Length: 1\r\n\r\n');
     const headers = (proto as ResponseHead).headers;

@@ -941,30 +941,32 @@ const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: [\t\x20-\x7e\x80-\xff]*)?$/;
  * only what it fully understands; anything else is a fallback.
  */
 export function parseHead(text: string): HeadResult {
-  const lines = text.split('\r\n');
-  // The head ends with CR LF CR LF: the split leaves two empty strings at the end.
-  if (lines.length < 3 || lines.pop() !== '' || lines.pop() !== '') {
+  if (!text.endsWith('\r\n\r\n')) {
     return { fallback: 'malformed', detail: 'response head not terminated by CRLF CRLF' };
   }
-  const statusLine = STATUS_LINE.exec(lines[0] as string);
+  const first = text.indexOf('\r\n');
+  const statusLine = STATUS_LINE.exec(text.slice(0, first));
   if (!statusLine) {
-    return { fallback: 'malformed', detail: `bad status line ${JSON.stringify(lines[0])}` };
+    return {
+      fallback: 'malformed',
+      detail: `bad status line ${JSON.stringify(text.slice(0, first))}`,
+    };
   }
   const minor = statusLine[1] as string;
   const status = Number(statusLine[2]);
   const headers: Record<string, string> = Object.create(null);
   const lengths: string[] = [];
-  for (const line of lines.slice(1)) {
-    const colon = line.indexOf(':');
-    const name = colon > 0 ? line.slice(0, colon) : '';
-    if (!TOKEN.test(name)) {
-      return { fallback: 'malformed', detail: `bad header line ${JSON.stringify(line)}`, status };
-    }
-    const value = line.slice(colon + 1).replace(/^[\t ]+|[\t ]+$/g, '');
-    if (!FIELD_VALUE.test(value)) {
-      return { fallback: 'malformed', detail: `bad value of header ${name}`, status };
-    }
-    const key = name.toLowerCase();
+  // One sticky match per header line (name, then the value without leading blanks); the
+  // final CRLF of the head is left over.
+  const end = text.length - 2;
+  for (let at = first + 2; at < end; at = HEADER_LINE.lastIndex) {
+    HEADER_LINE.lastIndex = at;
+    const m = HEADER_LINE.exec(text);
+    if (m === null) return badHeaderLine(text.slice(at, text.indexOf('\r\n', at)), status);
+    const key = (m[1] as string).toLowerCase();
+    let value = m[2] as string;
+    const last = value.charCodeAt(value.length - 1);
+    if (last === 0x20 || last === 0x09) value = value.replace(TRAILING_BLANKS, '');
     if (key === 'content-length') lengths.push(value);
     const seen = headers[key];
     headers[key] = seen === undefined ? value : `${seen}, ${value}`;
@@ -1005,6 +1007,26 @@ export function parseHead(text: string): HeadResult {
           .map((s) => s.trim());
   const keepAlive = minor === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
   return { status, headers, contentLength, keepAlive };
+}
+
+/**
+ * A header line: a token, a colon, optional blanks, then a value of visible characters, blanks
+ * and obs-text that starts with a visible one (so the blanks before it can be matched one way
+ * only: no backtracking over a long run of them), up to CRLF. A folded line (one that starts
+ * with a blank) or a control character does not match.
+ */
+const HEADER_LINE =
+  /([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[\t ]*((?:[\x21-\x7e\x80-\xff][\t\x20-\x7e\x80-\xff]*)?)\r\n/y;
+const TRAILING_BLANKS = /[\t ]+$/;
+
+/** The fallback for a header line {@link HEADER_LINE} does not match, saying what is wrong. */
+function badHeaderLine(line: string, status: number): DownloadFallback {
+  const colon = line.indexOf(':');
+  const name = colon > 0 ? line.slice(0, colon) : '';
+  if (!TOKEN.test(name)) {
+    return { fallback: 'malformed', detail: `bad header line ${JSON.stringify(line)}`, status };
+  }
+  return { fallback: 'malformed', detail: `bad value of header ${name}`, status };
 }
 
 const DIGITS = /^[0-9]{1,16}$/;
