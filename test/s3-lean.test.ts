@@ -414,6 +414,7 @@ describeS3('lean reads against the server', () => {
       return;
     }
     expect(out.sdkRequested).toBe(false);
+    if (t.endpoint.startsWith('http:')) expect(out.tlsLoaded).toBe(false);
   }, 60_000);
 
   it.for(['stat', 'fetch'])(

@@ -52,10 +52,11 @@
  */
 import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import { type Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
-import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Agent as HttpsAgent } from 'node:https';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { ByteRange } from '../../src/driver.js';
 import { isAbort, StoreError } from '../../src/errors.js';
+import { nodeHttps } from '../../src/net/builtins.js';
 import {
   type DownloadFallback,
   fetchWhole,
@@ -766,7 +767,7 @@ function request(
     signal: AbortSignal | undefined;
   },
 ): Promise<IncomingMessage> {
-  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  const send = url.protocol === 'https:' ? nodeHttps().request : httpRequest;
   return new Promise((resolve, reject) => {
     const req = send(
       {

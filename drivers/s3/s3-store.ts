@@ -33,7 +33,7 @@ import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { Agent as HttpAgent, type IncomingMessage } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
+import type { Agent as HttpsAgent } from 'node:https';
 import path from 'node:path';
 import { addAbortSignal, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
 import { debuglog } from 'node:util';
@@ -63,6 +63,7 @@ import {
   type ProvcatError,
   StoreError,
 } from '../../src/errors.js';
+import { nodeHttps } from '../../src/net/builtins.js';
 import {
   Http1Pool,
   type Http1Response,
@@ -398,7 +399,15 @@ export class S3Store extends ObjectStore {
     if (!this.agentPair) {
       const maxSockets = Math.min(1024, Math.max(64, this.concurrency * this.partsInFlight));
       const agent = { keepAlive: true, maxSockets, maxFreeSockets: maxSockets };
-      this.agentPair = { http: new HttpAgent(agent), https: new HttpsAgent(agent) };
+      let https: HttpsAgent | undefined;
+      this.agentPair = {
+        http: new HttpAgent(agent),
+        // Made (and node:https loaded) only when an https request needs it.
+        get https() {
+          https ??= new (nodeHttps().Agent)(agent);
+          return https;
+        },
+      };
     }
     return this.agentPair;
   }

@@ -46,9 +46,10 @@
  */
 import net from 'node:net';
 import { Readable } from 'node:stream';
-import tls from 'node:tls';
+import type * as tls from 'node:tls';
 import { debuglog } from 'node:util';
 import { abortError, StoreError } from '../errors.js';
+import { nodeTls } from './builtins.js';
 
 const debug = debuglog('provcat:http1');
 
@@ -469,7 +470,7 @@ class Connection {
         port: origin.port,
         onread,
       };
-      this.socket = tls.connect(options);
+      this.socket = nodeTls().connect(options);
     } else {
       this.socket = net.connect({ host: origin.host, port: origin.port, onread });
     }
