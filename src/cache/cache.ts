@@ -181,6 +181,8 @@ export class Cache {
   private readonly knownDirs = new Set<string>();
   /** Directories being made now (see {@link makeDir}). */
   private readonly making = new Map<string, Promise<void>>();
+  /** The blob folder of each bucket, by scheme (see {@link blobPath}). */
+  private readonly blobRoots = new Map<string, Map<string, string>>();
 
   constructor(options: CacheOptions = {}) {
     this.root = path.resolve(options.root ?? defaultCacheRoot());
@@ -198,7 +200,16 @@ export class Cache {
   /** The blob holding `key` at `identity` (a version ID, or `v:` + a version). */
   blobPath(scheme: string, bucket: string, key: string, identity: string): string {
     const h = hashOf(scheme, bucket, key, identity);
-    return path.join(this.base, 'blobs', safeName(scheme), safeName(bucket), h.slice(0, 2), h);
+    // Asked once or twice per fetched file: the checked folder of the bucket is kept, and the
+    // two hex segments are appended without path.join's normalizing.
+    let root = this.blobRoots.get(scheme)?.get(bucket);
+    if (root === undefined) {
+      root = path.join(this.base, 'blobs', safeName(scheme), safeName(bucket));
+      const byBucket = this.blobRoots.get(scheme) ?? new Map<string, string>();
+      byBucket.set(bucket, root);
+      this.blobRoots.set(scheme, byBucket);
+    }
+    return `${root}${path.sep}${h.slice(0, 2)}${path.sep}${h}`;
   }
 
   /** The directory of a folder fetch of `folderKey` (`''` for the bucket, else `a/b/`). */

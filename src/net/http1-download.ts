@@ -1152,8 +1152,10 @@ async function exchange(
     connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     maxHeaderBytes: options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES,
     uri: options.uri,
-    // For logs and errors: no query (it may hold a presigned signature).
-    label: `${url.origin}${target.split('?')[0]}`,
+    // For logs and errors: no query (it may hold a presigned signature). Made when used.
+    get label() {
+      return `${url.origin}${target.split('?')[0]}`;
+    },
     pool: options.pool,
     wholeUpTo,
   };
