@@ -335,6 +335,8 @@ export class S3Store extends ObjectStore {
   /** The client once built (its measured clock skew signs lean requests too). */
   private builtClient: S3Client | undefined;
   private agentPair: { http: HttpAgent; https: HttpsAgent } | undefined;
+  /** `agentPair.https` once made (see {@link agents}). */
+  private httpsAgent: HttpsAgent | undefined;
   /** Idle keep-alive connections of lean GETs (closed by {@link close}). */
   private readonly downloads: Http1Pool | undefined;
   private readonly fixedRoutes = new Map<string, Route | undefined>();
@@ -399,13 +401,13 @@ export class S3Store extends ObjectStore {
     if (!this.agentPair) {
       const maxSockets = Math.min(1024, Math.max(64, this.concurrency * this.partsInFlight));
       const agent = { keepAlive: true, maxSockets, maxFreeSockets: maxSockets };
-      let https: HttpsAgent | undefined;
+      const made = this;
       this.agentPair = {
         http: new HttpAgent(agent),
         // Made (and node:https loaded) only when an https request needs it.
         get https() {
-          https ??= new (nodeHttps().Agent)(agent);
-          return https;
+          made.httpsAgent ??= new (nodeHttps().Agent)(agent);
+          return made.httpsAgent;
         },
       };
     }
@@ -477,7 +479,7 @@ export class S3Store extends ObjectStore {
     this.builtClient = undefined;
     if (built) (await built).destroy();
     this.agentPair?.http.destroy();
-    this.agentPair?.https.destroy();
+    this.httpsAgent?.destroy();
     this.downloads?.close();
   }
 
