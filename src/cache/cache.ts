@@ -65,7 +65,6 @@ import {
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import envPaths from 'env-paths';
-import lockfile from 'proper-lockfile';
 import type { GetResult } from '../driver.js';
 import { StoreError, UriError } from '../errors.js';
 import { fsyncDir, TEMP_PREFIX, tempPathFor, writeFileAtomic } from '../fs-atomic.js';
@@ -133,6 +132,18 @@ const WRITEBACK_BYTES = 64 * 1024 * 1024;
 const LOCK_ATTEMPTS = 100_000;
 const LOCK_PAUSE = { first: 20, factor: 1.2, most: 250 };
 
+let lockLibrary: Promise<typeof import('proper-lockfile')> | undefined;
+
+/**
+ * proper-lockfile, loaded by the first lock. With graceful-fs (which patches a copy of `fs`)
+ * and signal-exit (a handler per signal) it costs a CLI process ~5 ms to load, which commands
+ * that take no lock (`stat`, `ls`, a cached commit's reads) need not pay.
+ */
+function properLockfile(): Promise<typeof import('proper-lockfile')> {
+  lockLibrary ??= import('proper-lockfile').then((m) => m.default);
+  return lockLibrary;
+}
+
 /**
  * Take the lock at `target`, waiting while another holder has it (about 7 hours at most).
  * proper-lockfile's own `retries` option precomputes a table of every timeout (100,000 numbers
@@ -143,6 +154,7 @@ async function lockWaiting(
   target: string,
   onCompromised: (error: Error) => void,
 ): Promise<() => Promise<void>> {
+  const lockfile = await properLockfile();
   let pause = LOCK_PAUSE.first;
   for (let attempt = 1; ; attempt++) {
     try {
