@@ -5,7 +5,11 @@
  * errors still come out through the SDK's retries and the driver's one error mapping.
  */
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -26,7 +30,9 @@ import {
 } from '../drivers/s3/lean.js';
 import { forEachLimit } from '../src/concurrency.js';
 import type { VersionRecord } from '../src/driver.js';
-import { NotFound } from '../src/errors.js';
+import { isAbort, NotFound, StoreError } from '../src/errors.js';
+import { TEMP_PREFIX } from '../src/fs-atomic.js';
+import { watchGets } from './conformance/fetch.js';
 import {
   createTestBucket,
   describeS3,
@@ -35,6 +41,7 @@ import {
   s3TestTarget,
   testS3Client,
 } from './setup/s3.js';
+import { rejection } from './support/rejection.js';
 
 const run = promisify(execFile);
 
@@ -471,4 +478,127 @@ describeS3('lean reads against the server', () => {
     expect(out.error).toMatchObject({ name: 'StoreError', status: 403 });
     expect(out.sdkRequested).toBe(true);
   }, 60_000);
+});
+
+/**
+ * A body read whole (`wholeUpTo`, as a folder fetch asks for small objects) that fails after
+ * its head, through the driver: against a protocol-level fake S3 (node:http) that lists one
+ * object and answers its GET with a full head but only part of the body, then cuts the
+ * connection, or stalls so that the caller aborts.
+ */
+describe('lean whole reads that fail after the head', () => {
+  const body = 'whole body';
+  let mode: 'ok' | 'cut' | 'stall' = 'ok';
+  let gets = 0;
+  let sentPart: () => void = () => {};
+  let server: http.Server;
+  let endpoint = '';
+  const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+
+  beforeAll(async () => {
+    // The lean path signs with the default credential chain; any keys do for the fake.
+    process.env.AWS_ACCESS_KEY_ID ??= 'AKIDFAKE';
+    process.env.AWS_SECRET_ACCESS_KEY ??= 'fake-secret';
+    server = http.createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://fake');
+      if (/^\/fake-bucket\/?$/.test(url.pathname) && url.searchParams.get('list-type') === '2') {
+        res.writeHead(200, { 'Content-Type': 'application/xml' });
+        res.end(
+          '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
+            '<Name>fake-bucket</Name><Prefix>p/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>' +
+            '<IsTruncated>false</IsTruncated><Contents><Key>p/a.txt</Key>' +
+            '<LastModified>2026-11-30T12:00:00.000Z</LastModified><ETag>"e1"</ETag>' +
+            `<Size>${body.length}</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>`,
+        );
+        return;
+      }
+      if (url.pathname === '/fake-bucket/p/a.txt' && req.method === 'GET') {
+        gets++;
+        res.writeHead(200, {
+          'Content-Length': body.length,
+          ETag: '"e1"',
+          'Last-Modified': 'Mon, 30 Nov 2026 12:00:00 GMT',
+        });
+        if (mode === 'ok') {
+          res.end(body);
+          return;
+        }
+        res.write(body.slice(0, 4), () => {
+          sentPart();
+          if (mode === 'cut') setTimeout(() => req.socket.destroy(), 20);
+        });
+        return;
+      }
+      res.writeHead(404, { 'Content-Type': 'application/xml' });
+      res.end('<Error><Code>NoSuchKey</Code></Error>');
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    server.closeAllConnections();
+    server.close();
+    if (saved.id === undefined) delete process.env.AWS_ACCESS_KEY_ID;
+    if (saved.secret === undefined) delete process.env.AWS_SECRET_ACCESS_KEY;
+  });
+
+  const fakeStore = () =>
+    new S3Store({
+      cache: mkdtempSync(path.join(tmpdir(), 'provcat-whole-')),
+      endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+    });
+
+  it('a connection cut mid-body is a StoreError naming the byte counts, sent once', async () => {
+    mode = 'cut';
+    gets = 0;
+    const store = fakeStore();
+    const error = await rejection(store._get('fake-bucket', 'p/a.txt', { wholeUpTo: 64 * 1024 }));
+    expect(error).toBeInstanceOf(StoreError);
+    expect(String(error)).toContain(`after 4 of ${body.length} body bytes`);
+    // Not handed to the SDK for a second try: the failure after the head stands.
+    expect(gets).toBe(1);
+    await store.close();
+  });
+
+  it('an abort mid-body rejects with an AbortError', async () => {
+    mode = 'stall';
+    const store = fakeStore();
+    const controller = new AbortController();
+    const part = new Promise<void>((resolve) => {
+      sentPart = resolve;
+    });
+    const got = store._get('fake-bucket', 'p/a.txt', {
+      wholeUpTo: 64 * 1024,
+      signal: controller.signal,
+    });
+    await part;
+    controller.abort();
+    expect(isAbort(await rejection(got))).toBe(true);
+    await store.close();
+  });
+
+  it('a folder fetch whose whole read is cut caches nothing, and the next fetch completes it', async () => {
+    mode = 'cut';
+    const store = fakeStore();
+    const seen = watchGets(store);
+    const error = await rejection(store.fetch('s3://fake-bucket/p/'));
+    expect(error).toBeInstanceOf(StoreError);
+    expect(String(error)).toContain(`after 4 of ${body.length} body bytes`);
+    // No blob, no temp file, no view marked done.
+    const files = await readdir(store.cache.root, { recursive: true, withFileTypes: true });
+    const written = files.filter((f) => f.isFile() && !f.parentPath.includes(`${path.sep}locks`));
+    expect(written.filter((f) => f.parentPath.includes(`${path.sep}blobs`))).toEqual([]);
+    expect(written.filter((f) => f.name.startsWith(TEMP_PREFIX))).toEqual([]);
+    mode = 'ok';
+    const done = await store.fetch('s3://fake-bucket/p/');
+    expect(done).toMatchObject({ files: 1, downloaded: 1 });
+    // The object came whole, the path whose failure was tested above.
+    expect(seen.whole).toBe(1);
+    expect(await readFile(path.join(done.path, 'a.txt'), 'utf8')).toBe(body);
+    await store.close();
+  });
 });
