@@ -5,6 +5,7 @@
  * errors still come out through the SDK's retries and the driver's one error mapping.
  */
 import { execFile } from 'node:child_process';
+import { createHash, createHmac } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
@@ -113,6 +114,41 @@ describe('lean route for an explicit endpoint with path style', () => {
 });
 
 describe('lean signing', () => {
+  it('Sha256 digests as node:crypto does: none, one or many updates, bytes or text, with or without a key', async () => {
+    const text = 'GET\n/k\n\nhost:b\n';
+    const bytes = new TextEncoder().encode('bytes \u00e9');
+    const view = new DataView(bytes.buffer, 2, 3);
+    const cases: [string | Uint8Array | undefined, (string | Uint8Array | DataView)[]][] = [
+      [undefined, []],
+      [undefined, [text]],
+      [undefined, [bytes]],
+      [undefined, [text, bytes, view, '']],
+      ['key', [text]],
+      [bytes, [text, bytes]],
+      [bytes, []],
+    ];
+    for (const [secret, parts] of cases) {
+      const ours = new Sha256(secret);
+      const reference = secret === undefined ? createHash('sha256') : createHmac('sha256', secret);
+      for (const part of parts) {
+        ours.update(part);
+        reference.update(
+          typeof part === 'string'
+            ? part
+            : new Uint8Array(part.buffer, part.byteOffset, part.byteLength),
+        );
+      }
+      expect(Buffer.from(await ours.digest()).toString('hex')).toBe(reference.digest('hex'));
+    }
+    const reused = new Sha256();
+    reused.update('first');
+    reused.reset();
+    reused.update('second');
+    expect(Buffer.from(await reused.digest()).toString('hex')).toBe(
+      createHash('sha256').update('second').digest('hex'),
+    );
+  });
+
   it('signs exactly as the SDK signer does, across days and changing credentials', async () => {
     const { SignatureV4 } = await import('@smithy/signature-v4');
     let creds = { accessKeyId: 'AKID1', secretAccessKey: 'secret-1' } as {
