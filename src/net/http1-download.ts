@@ -653,10 +653,17 @@ class Transfer implements ConnectionOwner {
         });
         return;
       }
-      // The head is small and parsed once: a copy keeps it independent of buffer reuse.
-      this.headParts.push(Buffer.from(buf.subarray(start, i)));
-      if (m < 4) return;
-      const parsed = parseHead(Buffer.concat(this.headParts).toString('latin1'));
+      let text: string;
+      if (m === 4 && this.headParts.length === 0) {
+        // The whole head in one read (the common case): decoded straight from the buffer.
+        text = buf.toString('latin1', start, i);
+      } else {
+        // The head is small and parsed once: a copy keeps it independent of buffer reuse.
+        this.headParts.push(Buffer.from(buf.subarray(start, i)));
+        if (m < 4) return;
+        text = Buffer.concat(this.headParts).toString('latin1');
+      }
+      const parsed = parseHead(text);
       if (isFallback(parsed)) {
         this.fallBack(parsed);
         return;
