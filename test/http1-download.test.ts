@@ -12,7 +12,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StoreError } from '../src/errors.js';
 import { FileSink, pipeToFile } from '../src/net/file-sink.js';
 import {
@@ -884,6 +884,28 @@ describe('http1 download: keep-alive', () => {
     await server.closed(1);
     expect(short.idleCount).toBe(0);
     short.close();
+  });
+
+  it('never reuses a connection idle for longer than idleTimeoutMs, even before the sweep closes it', async () => {
+    // A long timeout, so the sweep does not run during the test; the clock is moved instead.
+    const slow = new Http1Pool({ idleTimeoutMs: 60_000 });
+    const server = await rawServer((socket) => {
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab');
+    });
+    await download({ url: server.url }, collector().sink, { pool: slow });
+    await download({ url: server.url }, collector().sink, { pool: slow });
+    expect(server.sockets).toHaveLength(1);
+    const now = performance.now();
+    const later = vi.spyOn(performance, 'now').mockReturnValue(now + 60_000);
+    try {
+      await download({ url: server.url }, collector().sink, { pool: slow });
+    } finally {
+      later.mockRestore();
+    }
+    // A new connection was made, and the stale one closed.
+    expect(server.sockets).toHaveLength(2);
+    await server.closed(0);
+    slow.close();
   });
 });
 
