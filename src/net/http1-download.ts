@@ -1206,7 +1206,7 @@ async function exchange(
     if (options.signal?.aborted) throw abortError(options.signal);
     const pooled = attempt === 0 ? options.pool?.take(origin.key) : undefined;
     const conn = pooled ?? new Connection(origin, config, options.pool);
-    if (pooled) debug('%s: reusing a connection', transferOptions.label);
+    if (pooled && debug.enabled) debug('%s: reusing a connection', transferOptions.label);
     const outcome = await new Promise<Attempt>((resolve, reject) => {
       new Transfer(conn, text, transferOptions, resolve, reject).start();
     });
