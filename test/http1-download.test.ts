@@ -515,23 +515,16 @@ describe('http1 download: fallbacks before any body byte', () => {
     });
     const bad = (line: string) =>
       parseHead(`HTTP/1.1 200 OK\r\n${line}\r\nContent-Length: 1\r\n\r\n`);
-    expect(bad(' folded: x')).toMatchObject({
-      fallback: 'malformed',
-      detail: 'bad header line " folded: x"',
-    });
-    expect(bad('no colon')).toMatchObject({
-      fallback: 'malformed',
-      detail: 'bad header line "no colon"',
-    });
-    expect(bad('a b: x')).toMatchObject({ fallback: 'malformed' });
-    expect(bad('X-Bell: a\x07b')).toMatchObject({
-      fallback: 'malformed',
-      detail: 'bad value of header X-Bell',
-    });
-    expect(bad('X-Lf: a\nb')).toMatchObject({
-      fallback: 'malformed',
-      detail: 'bad value of header X-Lf',
-    });
+    const refused: [line: string, detail: string | undefined][] = [
+      [' folded: x', 'bad header line " folded: x"'],
+      ['no colon', 'bad header line "no colon"'],
+      ['a b: x', undefined],
+      ['X-Bell: a\x07b', 'bad value of header X-Bell'],
+      ['X-Lf: a\nb', 'bad value of header X-Lf'],
+    ];
+    for (const [line, detail] of refused) {
+      expect(bad(line)).toMatchObject({ fallback: 'malformed', ...(detail ? { detail } : {}) });
+    }
     expect(parseHead('HTTP/1.1 2000 OK\r\n\r\n')).toMatchObject({ fallback: 'malformed' });
     // A long run of blanks before a bad character is refused at once: a backtracking blow-up
     // would run far past the test's timeout.
