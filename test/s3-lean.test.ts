@@ -629,11 +629,14 @@ describe('lean whole reads that fail after the head', () => {
     const written = files.filter((f) => f.isFile() && !f.parentPath.includes(`${path.sep}locks`));
     expect(written.filter((f) => f.parentPath.includes(`${path.sep}blobs`))).toEqual([]);
     expect(written.filter((f) => f.name.startsWith(TEMP_PREFIX))).toEqual([]);
+    const view = 'tree:s3://fake-bucket/p/';
+    expect((await store.cache.readState(view))?.done).not.toBe(true);
     mode = 'ok';
     const done = await store.fetch('s3://fake-bucket/p/');
     expect(done).toMatchObject({ files: 1, downloaded: 1 });
     // The object came whole, the path whose failure was tested above.
     expect(seen.whole).toBe(1);
+    expect((await store.cache.readState(view))?.done).toBe(true);
     expect(await readFile(path.join(done.path, 'a.txt'), 'utf8')).toBe(body);
     await store.close();
   });

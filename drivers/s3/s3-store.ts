@@ -401,13 +401,15 @@ export class S3Store extends ObjectStore {
     if (!this.agentPair) {
       const maxSockets = Math.min(1024, Math.max(64, this.concurrency * this.partsInFlight));
       const agent = { keepAlive: true, maxSockets, maxFreeSockets: maxSockets };
-      const made = this;
+      const https = (): HttpsAgent => {
+        this.httpsAgent ??= new (nodeHttps().Agent)(agent);
+        return this.httpsAgent;
+      };
       this.agentPair = {
         http: new HttpAgent(agent),
         // Made (and node:https loaded) only when an https request needs it.
         get https() {
-          made.httpsAgent ??= new (nodeHttps().Agent)(agent);
-          return made.httpsAgent;
+          return https();
         },
       };
     }
