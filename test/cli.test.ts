@@ -15,7 +15,7 @@ import {
 } from '../src/errors.js';
 
 /** The command users run: the bundled executable (scripts/bundle-cli.mjs). */
-const BIN = path.join(import.meta.dirname, '..', 'dist', 'cli', 'provcat.mjs');
+const BIN = path.join(import.meta.dirname, '..', 'dist', 'cli', 'provcat.cjs');
 
 function cli(env: Record<string, string>) {
   return (...args: string[]) => {
@@ -166,8 +166,8 @@ describe('provcat CLI', () => {
     const pkg = JSON.parse(
       await readFile(path.join(import.meta.dirname, '..', 'package.json'), 'utf8'),
     );
-    expect(pkg.scripts.start).toMatch(/dist\/cli\/provcat\.mjs tour/);
-    expect(pkg.bin.provcat).toBe('dist/cli/provcat.mjs');
+    expect(pkg.scripts.start).toMatch(/dist\/cli\/provcat\.cjs tour/);
+    expect(pkg.bin.provcat).toBe('dist/cli/provcat.cjs');
   });
 
   it('the bundled executable knows its version and its help', async () => {

@@ -29,7 +29,7 @@ import { MiB, sha256sum, testClient, writeRandomFile } from './fixtures/lake-hel
 import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
 
 /** The command users run: the bundled executable (scripts/bundle-cli.mjs). */
-const BIN = path.join(import.meta.dirname, '..', 'dist', 'cli', 'provcat.mjs');
+const BIN = path.join(import.meta.dirname, '..', 'dist', 'cli', 'provcat.cjs');
 
 function command(name: string): Command {
   const found = lakeCommands.find((c) => c.name === name);

@@ -17,7 +17,7 @@ import {
 } from './setup/s3.js';
 
 /** The command users run: the bundled executable (scripts/bundle-cli.mjs). */
-const BIN = path.join(import.meta.dirname, '..', 'dist', 'cli', 'provcat.mjs');
+const BIN = path.join(import.meta.dirname, '..', 'dist', 'cli', 'provcat.cjs');
 
 describeS3('provcat CLI on S3', () => {
   const made: string[] = [];

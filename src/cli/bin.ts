@@ -34,14 +34,16 @@ if (!given.includes('--interrupt-budget')) {
 }
 
 (module as { enableCompileCache?: () => unknown }).enableCompileCache?.();
-const { main } = await import('./main.js');
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (error: unknown) => {
-    process.stderr.write(`provcat: Error: ${String(error)}\n`);
-    process.exitCode = 1;
-  },
-);
+// No top-level await: the executable is bundled as CommonJS (scripts/bundle-cli.mjs).
+import('./main.js')
+  .then(({ main }) => main(process.argv.slice(2)))
+  .then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`provcat: Error: ${String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );

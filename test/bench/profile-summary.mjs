@@ -1,7 +1,7 @@
 // Where a process's main-thread time went, from a V8 CPU profile (`node --cpu-prof`): self time
 // by package (or Node internals) and by function, largest first.
 //
-//   node --cpu-prof --cpu-prof-dir=/tmp/prof dist/cli/provcat.mjs fetch s3://bucket/folder/ --json
+//   node --cpu-prof --cpu-prof-dir=/tmp/prof dist/cli/provcat.cjs fetch s3://bucket/folder/ --json
 //   node test/bench/profile-summary.mjs /tmp/prof [file.cpuprofile] [top N]
 //
 // The profile samples wall-clock time of the main thread: on a loaded machine, time the thread
