@@ -28,6 +28,7 @@ import {
   parseVersionPage,
   pathStyleRoute,
   Sha256,
+  signFromPieces,
 } from '../drivers/s3/lean.js';
 import { forEachLimit } from '../src/concurrency.js';
 import type { VersionRecord } from '../src/driver.js';
@@ -193,6 +194,120 @@ describe('lean signing', () => {
         n++;
       }
     }
+  });
+});
+
+describe("signing from the SDK signer's pieces", () => {
+  type Creds = { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  const setup = async (credentials: () => Promise<Creds>) => {
+    const sdk = await import('@smithy/signature-v4');
+    const make = () =>
+      new sdk.SignatureV4({
+        credentials,
+        region: 'eu-west-1',
+        service: 's3',
+        sha256: Sha256,
+        uriEscapePath: false,
+        applyChecksum: false,
+      });
+    const plain = make();
+    const inner = cacheSigningKeys(make());
+    // Count what reaches the SDK's own sign: the fast path must not.
+    let sdkSigns = 0;
+    const sdkSign = inner.sign.bind(inner);
+    inner.sign = (request, options) => {
+      sdkSigns++;
+      return sdkSign(request, options);
+    };
+    return { plain, fast: signFromPieces(sdk, inner), sdkSigns: () => sdkSigns };
+  };
+  const empty = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+  const request = (
+    path: string,
+    query: Record<string, string> = {},
+    headers: Record<string, string> = {},
+  ) => ({
+    method: 'GET',
+    protocol: 'http:',
+    hostname: '127.0.0.1',
+    port: 7480,
+    path,
+    query,
+    headers: { host: '127.0.0.1:7480', 'x-amz-content-sha256': empty, ...headers },
+  });
+
+  it('gives the headers the SDK signer gives, for every shape the lean path sends', async () => {
+    let creds: Creds = { accessKeyId: 'AKID1', secretAccessKey: 'secret-1' };
+    const { plain, fast, sdkSigns } = await setup(async () => creds);
+    const shapes = [
+      request('/b/k.bin'),
+      request('/b/a%20b/%C3%BC/x%2By%21.txt'),
+      request('/b/'),
+      request('/b/k', { versionId: 'v1/2+3=' }),
+      request('/b/', {
+        'list-type': '2',
+        prefix: 'd/ü ',
+        'continuation-token': 'a+b/c=',
+        delimiter: '/',
+      }),
+      request('/b/k', {}, { range: 'bytes=0-99' }),
+      request('/b/k', {}, { Range: '  bytes=5-   ', 'If-Match': '"etag"' }),
+      { ...request('/b/k'), method: 'HEAD', port: undefined },
+    ];
+    const dates = ['2026-11-30T10:00:00Z', '2026-11-30T23:59:59Z', '2026-12-01T00:00:01Z'];
+    let signed = 0;
+    for (const c of [
+      creds,
+      { ...creds, sessionToken: 'tok/en+=' },
+      { ...creds, secretAccessKey: 's2' },
+    ]) {
+      creds = c;
+      for (const d of dates) {
+        for (const shape of shapes) {
+          const options = {
+            signingDate: new Date(d),
+            signingRegion: 'eu-west-1',
+            signingService: 's3',
+          };
+          const want = await plain.sign(shape, options);
+          const got = await fast.sign(shape, options);
+          expect(got.headers).toEqual(want.headers);
+          signed++;
+        }
+      }
+    }
+    expect(signed).toBe(72);
+    expect(sdkSigns()).toBe(0);
+  });
+
+  it('hands a request it does not cover to the SDK signer', async () => {
+    const { plain, fast, sdkSigns } = await setup(async () => ({
+      accessKeyId: 'AKID1',
+      secretAccessKey: 'secret-1',
+    }));
+    const options = {
+      signingDate: new Date('2026-11-30T10:00:00Z'),
+      signingRegion: 'eu-west-1',
+      signingService: 's3',
+    };
+    const noPayloadHash = { ...request('/b/k'), headers: { host: '127.0.0.1:7480' } };
+    const withDate = request('/b/k', {}, { 'X-Amz-Date': '20200101T000000Z' });
+    const mixedCaseHash = request('/b/k', {}, { 'X-Amz-Content-Sha256': 'UNSIGNED-PAYLOAD' });
+    for (const r of [noPayloadHash, withDate, mixedCaseHash]) {
+      expect((await fast.sign(r, options)).headers).toEqual((await plain.sign(r, options)).headers);
+    }
+    expect(sdkSigns()).toBe(3);
+  });
+
+  it('fails as the SDK does without usable credentials', async () => {
+    const { fast } = await setup(async () => ({ accessKeyId: 'AKID1' }) as Creds);
+    await expect(
+      fast.sign(request('/b/k'), {
+        signingDate: new Date(),
+        signingRegion: 'eu-west-1',
+        signingService: 's3',
+      }),
+    ).rejects.toThrow(/credential/i);
   });
 });
 
