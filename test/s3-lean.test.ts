@@ -24,6 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3Store } from '../drivers/s3/index.js';
 import {
   cacheSigningKeys,
+  httpDate,
   parseListPage,
   parseVersionPage,
   pathStyleRoute,
@@ -308,6 +309,26 @@ describe("signing from the SDK signer's pieces", () => {
         signingService: 's3',
       }),
     ).rejects.toThrow(/credential/i);
+  });
+});
+
+describe('httpDate', () => {
+  it('reads an IMF-fixdate as the general parser does, and hands other forms to it', () => {
+    const dates = [
+      'Mon, 30 Nov 2026 14:38:58 GMT',
+      'Thu, 01 Jan 1970 00:00:00 GMT',
+      'Sat, 29 Feb 2020 23:59:59 GMT',
+      'Fri, 31 Dec 9999 23:59:59 GMT',
+      'Sun, 06 Nov 1994 08:49:37 GMT',
+      'Sunday, 06-Nov-94 08:49:37 GMT',
+      'Sun Nov  6 08:49:37 1994',
+      '2026-11-30T04:00:00.000Z',
+    ];
+    for (const d of dates) expect(httpDate(d).getTime(), d).toBe(new Date(d).getTime());
+    expect(httpDate('Mon, 30 Nov 2026 14:38:58 GMT').toISOString()).toBe(
+      '2026-11-30T14:38:58.000Z',
+    );
+    expect(Number.isNaN(httpDate('not a date').getTime())).toBe(true);
   });
 });
 

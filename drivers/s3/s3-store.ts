@@ -82,6 +82,7 @@ import { errorName, mapS3Error, type S3ErrorContext, s3UriText, statusOf } from 
 import { recordVersionOrder, sdkVersionPage } from './history.js';
 import { copySource, decodeListedKey } from './keys.js';
 import {
+  httpDate,
   type LeanListPage,
   LeanPath,
   pathStyleRoute,
@@ -229,7 +230,7 @@ function leanGetInfo(
       ContentLength: res.contentLength,
       ETag: etag,
       VersionId: typeof versionId === 'string' ? versionId : undefined,
-      LastModified: modified === undefined ? undefined : new Date(modified),
+      LastModified: modified === undefined ? undefined : httpDate(modified),
     },
     totalFromContentRange(h['content-range']) ?? res.contentLength,
   );
@@ -253,7 +254,7 @@ function leanHeadInfo(
     ContentLength: length,
     ETag: h.etag,
     VersionId: typeof versionId === 'string' ? versionId : undefined,
-    LastModified: modified === undefined ? undefined : new Date(modified),
+    LastModified: modified === undefined ? undefined : httpDate(modified),
   });
 }
 

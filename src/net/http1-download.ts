@@ -648,7 +648,9 @@ class Transfer implements ConnectionOwner {
       connectTimeoutMs: number;
       maxHeaderBytes: number;
       uri: string | undefined;
-      label: string;
+      /** The request's URL and target, for {@link label}. */
+      url: URL;
+      target: string;
       pool: Http1Pool | undefined;
       /** Read the body whole when it is at most this long (see {@link fetchWhole}). */
       wholeUpTo?: number | undefined;
@@ -656,6 +658,13 @@ class Transfer implements ConnectionOwner {
     private readonly settle: (outcome: Attempt) => void,
     private readonly reject: (error: unknown) => void,
   ) {}
+
+  /** The request for logs and errors, without its query (it may hold a presigned signature). */
+  private label(): string {
+    const { url, target } = this.options;
+    const q = target.indexOf('?');
+    return `${url.origin}${q < 0 ? target : target.slice(0, q)}`;
+  }
 
   start(): void {
     this.conn.owner = this;
@@ -743,9 +752,15 @@ class Transfer implements ConnectionOwner {
   // --- head -------------------------------------------------------------------------------
 
   private accept(parsed: ResponseHead & { keepAlive: boolean }): void {
-    const { keepAlive, ...head } = parsed;
+    // Built field by field: object rest and spread copy through V8's slow paths in code that
+    // runs interpreted, once or twice per GET.
+    const head: ResponseHead = {
+      status: parsed.status,
+      headers: parsed.headers,
+      contentLength: parsed.contentLength,
+    };
     this.head = head;
-    this.keepAlive = keepAlive;
+    this.keepAlive = parsed.keepAlive;
     this.phase = 'wait';
     const upTo = this.options.wholeUpTo;
     if (upTo !== undefined) {
@@ -753,7 +768,9 @@ class Transfer implements ConnectionOwner {
       return;
     }
     const response: Http1Response = {
-      ...head,
+      status: head.status,
+      headers: head.headers,
+      contentLength: head.contentLength,
       pipeTo: (sink) => this.pipeTo(sink),
       discard: () => this.discard(),
     };
@@ -781,7 +798,14 @@ class Transfer implements ConnectionOwner {
         at += chunk.copy(body, at);
       },
     }).then(
-      () => this.settle({ ...head, body, release }),
+      () =>
+        this.settle({
+          status: head.status,
+          headers: head.headers,
+          contentLength: head.contentLength,
+          body,
+          release,
+        }),
       (error: unknown) => {
         release();
         this.reject(error);
@@ -794,7 +818,7 @@ class Transfer implements ConnectionOwner {
     this.phase = 'failed';
     this.detach();
     this.conn.destroy();
-    debug('%s: fallback %s (%s)', this.options.label, outcome.fallback, outcome.detail);
+    debug('%s: fallback %s (%s)', this.label(), outcome.fallback, outcome.detail);
     this.settle(outcome);
   }
 
@@ -805,11 +829,7 @@ class Transfer implements ConnectionOwner {
         this.phase = 'failed';
         this.detach();
         this.conn.destroy();
-        debug(
-          '%s: reused connection was dead (%s); retrying on a new one',
-          this.options.label,
-          detail,
-        );
+        debug('%s: reused connection was dead (%s); retrying on a new one', this.label(), detail);
         this.settle('retry');
         return;
       }
@@ -827,7 +847,7 @@ class Transfer implements ConnectionOwner {
       this.conn.reusable = false;
       return;
     }
-    const message = `GET ${this.options.label}: ${detail} after ${this.received} of ${length} body bytes`;
+    const message = `GET ${this.label()}: ${detail} after ${this.received} of ${length} body bytes`;
     this.fail(new StoreError(message, { uri: this.options.uri, cause }));
   }
 
@@ -849,11 +869,7 @@ class Transfer implements ConnectionOwner {
     const length = this.head?.contentLength ?? 0;
     const take = Math.min(n, length - this.received);
     if (take < n) {
-      debug(
-        '%s: %d bytes past Content-Length; not reusing the connection',
-        this.options.label,
-        n - take,
-      );
+      debug('%s: %d bytes past Content-Length; not reusing the connection', this.label(), n - take);
       this.conn.reusable = false;
     }
     if (take <= 0) return;
@@ -884,9 +900,7 @@ class Transfer implements ConnectionOwner {
 
   private discard(): void {
     if (this.phase !== 'wait' && this.phase !== 'body') return;
-    this.fail(
-      new StoreError(`GET ${this.options.label}: body discarded`, { uri: this.options.uri }),
-    );
+    this.fail(new StoreError(`GET ${this.label()}: body discarded`, { uri: this.options.uri }));
   }
 
   /** Hand pending chunks to the sink, one call at a time; complete when all are through. */
@@ -1116,16 +1130,24 @@ function requestText(
     throw new TypeError(`bad request-target ${JSON.stringify(target)}`);
   }
   let text = `GET ${target} HTTP/1.1\r\n`;
-  const names = new Set<string>();
-  for (const [name, value] of Object.entries(request.headers ?? {})) {
+  let host = false;
+  let connection = false;
+  const headers = request.headers ?? {};
+  // for-in, not for-of over entries: in code that runs interpreted, each step of an iterator
+  // allocates its result (this runs once per GET).
+  for (const name in headers) {
+    if (!Object.hasOwn(headers, name)) continue;
+    const value = headers[name] as string;
     if (!TOKEN.test(name) || !FIELD_VALUE.test(value)) {
       throw new TypeError(`bad request header ${JSON.stringify(name)}`);
     }
-    names.add(name.toLowerCase());
+    const lower = name.length === 4 || name.length === 10 ? name.toLowerCase() : '';
+    if (lower === 'host') host = true;
+    else if (lower === 'connection') connection = true;
     text += `${name}: ${value}\r\n`;
   }
-  if (!names.has('host')) text += `host: ${url.host}\r\n`;
-  if (!keepAlive && !names.has('connection')) text += 'connection: close\r\n';
+  if (!host) text += `host: ${url.host}\r\n`;
+  if (!keepAlive && !connection) text += 'connection: close\r\n';
   return `${text}\r\n`;
 }
 
@@ -1195,10 +1217,10 @@ async function exchange(
     connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     maxHeaderBytes: options.maxHeaderBytes ?? DEFAULT_MAX_HEADER_BYTES,
     uri: options.uri,
-    // For logs and errors: no query (it may hold a presigned signature). Made when used.
-    get label() {
-      return `${url.origin}${target.split('?')[0]}`;
-    },
+    // For logs and errors (Transfer.label), made only when used: an object literal with a
+    // getter, as before, cost a slow-path property definition per request.
+    url,
+    target,
     pool: options.pool,
     wholeUpTo,
   };
@@ -1206,7 +1228,9 @@ async function exchange(
     if (options.signal?.aborted) throw abortError(options.signal);
     const pooled = attempt === 0 ? options.pool?.take(origin.key) : undefined;
     const conn = pooled ?? new Connection(origin, config, options.pool);
-    if (pooled && debug.enabled) debug('%s: reusing a connection', transferOptions.label);
+    if (pooled && debug.enabled) {
+      debug('%s%s: reusing a connection', url.origin, target.split('?')[0]);
+    }
     const outcome = await new Promise<Attempt>((resolve, reject) => {
       new Transfer(conn, text, transferOptions, resolve, reject).start();
     });
