@@ -10,8 +10,8 @@
 //
 // CommonJS, not ES modules: Node's ES module loader costs every process more than the same code
 // as CommonJS (its resolution, module jobs and linking per chunk; measured on Node 20 with
-// alternating runs, docs/performance.md): `provcat stat` 184 → 165 ms of CPU, an unchanged
-// refetch of 1,000 files 277 → 248 ms. The code is the same ES module source; rolldown turns
+// alternating runs, docs/performance.md): `provcat stat` 181 → 161 ms of CPU, an unchanged
+// refetch of 1,000 files 263 → 238 ms. The code is the same ES module source; rolldown turns
 // `import.meta.url` into the file's URL and dynamic import() into a deferred require(), and
 // every chunk is strict mode, as ES modules are. The package is `"type": "module"`, so the
 // files are named .cjs.

@@ -1141,7 +1141,7 @@ function requestText(
     if (!TOKEN.test(name) || !FIELD_VALUE.test(value)) {
       throw new TypeError(`bad request header ${JSON.stringify(name)}`);
     }
-    const lower = name.length === 4 || name.length === 10 ? name.toLowerCase() : '';
+    const lower = name.toLowerCase();
     if (lower === 'host') host = true;
     else if (lower === 'connection') connection = true;
     text += `${name}: ${value}\r\n`;
