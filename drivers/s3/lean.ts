@@ -381,7 +381,8 @@ export function signFromPieces(sdk: typeof import('@smithy/signature-v4'), signe
   const pieces = p as SignerPieces;
   const algorithm = sdk.ALGORITHM_IDENTIFIER;
   const generated = new Set(sdk.GENERATED_HEADERS);
-  /** The SDK's `prepareRequest` would drop a generated header; the payload hash is read by its lower-case name. */
+  // The SDK's `prepareRequest` would drop a generated header, and the payload hash is read here
+  // by its lower-case name only.
   const covered = (headers: Record<string, string>): boolean => {
     for (const name in headers) {
       const lower = name.toLowerCase();
