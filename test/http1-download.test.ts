@@ -5,6 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -644,6 +645,33 @@ describe('http1 download: failures after the head', () => {
     await server.closed(0);
     await sleep(20);
     expect(events).toHaveLength(3);
+  });
+
+  it('many GETs under one signal: no abort listener piles up; an abort rejects those in flight', async () => {
+    const controller = new AbortController();
+    const { signal } = controller;
+    const done = await serveBody(randomBytes(5_000));
+    for (let i = 0; i < 5; i++) {
+      const got = await fetchWhole({ url: done.url }, { ...SMALL, signal, maxBytes: 10_000 });
+      expect(isFallback(got) ? got.fallback : got.body.length).toBe(5_000);
+    }
+    // No listener left behind per GET (at most the one the signal's GETs share).
+    expect(EventEmitter.getEventListeners(signal, 'abort').length).toBeLessThanOrEqual(1);
+    const stalled = await rawServer((socket) => {
+      socket.write(Buffer.concat([head('200 OK', ['Content-Length: 1000']), randomBytes(10)]));
+    });
+    const pending = Array.from({ length: 4 }, () =>
+      fetchWhole({ url: stalled.url }, { ...SMALL, signal, maxBytes: 10_000 }).catch(
+        (e: unknown) => e,
+      ),
+    );
+    await sleep(50);
+    controller.abort();
+    for (const error of await Promise.all(pending)) {
+      expect((error as Error).name).toBe('AbortError');
+    }
+    await stalled.closed(0);
+    await stalled.closed(3);
   });
 
   it("a sink's error rejects the download with that error; the socket is destroyed", async () => {
