@@ -787,19 +787,19 @@ export class LeanPath {
     query: Record<string, string>,
     extraHeaders: Record<string, string>,
   ): Promise<{ target: string; headers: Record<string, string> }> {
-    const base = route.url.pathname.endsWith('/') ? route.url.pathname : `${route.url.pathname}/`;
-    const path = `${base}${subpath}`;
+    const parts = routeParts(route);
+    const path = `${parts.base}${subpath}`;
     const headers: Record<string, string> = {
       ...extraHeaders,
-      host: route.url.host,
+      host: parts.host,
       'x-amz-content-sha256': EMPTY_SHA256,
     };
     const signed = await (await this.options.signer(route)).sign(
       {
         method,
-        protocol: route.url.protocol,
-        hostname: route.url.hostname,
-        port: route.url.port === '' ? undefined : Number(route.url.port),
+        protocol: parts.protocol,
+        hostname: parts.hostname,
+        port: parts.port,
         path,
         query,
         headers,
@@ -869,6 +869,38 @@ export function httpDate(text: string): Date {
       Number(seconds),
     ),
   );
+}
+
+/** What signing a request on a route reads of its URL. */
+interface RouteParts {
+  /** The path every request of the route starts with, ending in `/`. */
+  base: string;
+  host: string;
+  protocol: string;
+  hostname: string;
+  port: number | undefined;
+}
+
+const routePartsOf = new WeakMap<Route, RouteParts>();
+
+/**
+ * The URL parts of a route, read once per route: routes are never changed once made, and each
+ * `URL` getter slices its text again (seven of them per request cost ~10 µs here).
+ */
+function routeParts(route: Route): RouteParts {
+  let parts = routePartsOf.get(route);
+  if (parts === undefined) {
+    const { url } = route;
+    parts = {
+      base: url.pathname.endsWith('/') ? url.pathname : `${url.pathname}/`,
+      host: url.host,
+      protocol: url.protocol,
+      hostname: url.hostname,
+      port: url.port === '' ? undefined : Number(url.port),
+    };
+    routePartsOf.set(route, parts);
+  }
+  return parts;
 }
 
 /** A query value encoded as SigV4's canonical query encodes it. */
