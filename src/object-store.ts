@@ -15,12 +15,10 @@ import { stat as fsStat } from 'node:fs/promises';
 import { minimatch } from 'minimatch';
 import type { VersionMeta } from './cache/cache.js';
 import { fetchUri } from './cache/fetch.js';
-import { type BranchOptions, branchFrom } from './commits/branch.js';
-import { type CommitOptions, commitFolder } from './commits/commit.js';
+import type { BranchOptions } from './commits/branch.js';
+import type { CommitOptions } from './commits/commit.js';
 import { type CommitFile, compareUtf8, META_PREFIX } from './commits/format.js';
-import { commitCovers, fileAt, filesUnder, loadCommit } from './commits/load.js';
-import { type LogEntry, logFolder } from './commits/log.js';
-import { pinUri } from './commits/pin.js';
+import type { LogEntry } from './commits/log.js';
 import type {
   Capabilities,
   CreateMode,
@@ -232,6 +230,7 @@ export abstract class ObjectStore extends Store {
    * returned. `StoreError` on a bucket without versions or a folder with no commit.
    */
   async pin(uri: Uri | string, options: CallOptions = {}): Promise<Uri> {
+    const { pinUri } = await import('./commits/pin.js');
     return pinUri(this, uri, options);
   }
 
@@ -242,11 +241,13 @@ export abstract class ObjectStore extends Store {
    * See docs/commit-format.md.
    */
   async commit(uri: Uri | string, message: string, options: CommitOptions = {}): Promise<Uri> {
+    const { commitFolder } = await import('./commits/commit.js');
     return commitFolder(this, uri, message, options);
   }
 
   /** The commits of a folder, newest first (each checked against its parent chain). */
   async log(uri: Uri | string, options: CallOptions = {}): Promise<LogEntry[]> {
+    const { logFolder } = await import('./commits/log.js');
     return logFolder(this, uri, options);
   }
 
@@ -256,6 +257,7 @@ export abstract class ObjectStore extends Store {
    * different branch is a `StoreError`.
    */
   async branch(uri: Uri | string, source: string, options: BranchOptions = {}): Promise<Uri> {
+    const { branchFrom } = await import('./commits/branch.js');
     return branchFrom(this, uri, source, options);
   }
 
@@ -356,6 +358,7 @@ export abstract class ObjectStore extends Store {
         etag: meta.etag,
       };
     }
+    const { commitCovers, fileAt, filesUnder, loadCommit } = await import('./commits/load.js');
     const commit = await loadCommit(this, bucket, at.id, options);
     if (!commitCovers(commit, u.isFolder ? u : u.asFolder()) && !commitCovers(commit, u)) {
       throw new NotFound(`${u}: commit ${at.id} does not cover this path`, { uri: u.toString() });
@@ -406,6 +409,7 @@ export abstract class ObjectStore extends Store {
     if (at.kind !== 'commit')
       throw new NotFound(`${u} is a file, not a folder`, { uri: u.toString() });
     const folder = u.asFolder();
+    const { filesUnder, loadCommit } = await import('./commits/load.js');
     const commit = await loadCommit(this, folder.bucket, at.id, options);
     const files = filesUnder(commit, folder);
     if (files.length === 0 && folder.prefix !== commit.folder) {
@@ -438,6 +442,7 @@ export abstract class ObjectStore extends Store {
   /** Every file below a folder at `?at=commit:`, from the manifest. */
   private async listPinnedFiles(u: Uri, options: CallOptions): Promise<Entry[]> {
     const at = u.at as NonNullable<Uri['at']>;
+    const { filesUnder, loadCommit } = await import('./commits/load.js');
     const commit = await loadCommit(this, u.bucket, at.id, options);
     const files = filesUnder(commit, u);
     if (files.length === 0 && u.prefix !== commit.folder) {

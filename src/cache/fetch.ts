@@ -20,7 +20,6 @@ import { NotFound, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
 import { type ViewState, wholeUpToFor } from './cache.js';
-import { fetchCommit } from './fetch-commit.js';
 
 /** Dispatch a fetch by the kind of URI. */
 export async function fetchUri(
@@ -29,7 +28,11 @@ export async function fetchUri(
   options: FetchOptions,
 ): Promise<FetchResult> {
   if (u.at?.kind === 'version') return fetchVersion(store, u, u.at.id, options);
-  if (u.at?.kind === 'commit') return fetchCommit(store, u, u.at.id, options);
+  if (u.at?.kind === 'commit') {
+    // Commits' modules load only for a pinned fetch (docs/performance.md: start-up).
+    const { fetchCommit } = await import('./fetch-commit.js');
+    return fetchCommit(store, u, u.at.id, options);
+  }
   if (u.isFolder) return fetchFolder(store, u, options);
   if (store.offline) return offlineFile(store, u);
   // Nothing cached for this file: one GET is the whole fetch (no HEAD first).
