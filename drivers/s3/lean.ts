@@ -325,13 +325,16 @@ export function sdkSignerFactory(): (route: Route) => Promise<Signer> {
   };
 }
 
+/** Resolved credentials, as the SDK's credential provider gives them. */
+interface Credentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string | undefined;
+}
+
 /** The members of the SDK's `SignatureV4` that {@link signFromPieces} calls (protected in its types). */
 interface SignerPieces {
-  credentialProvider: () => Promise<{
-    accessKeyId: string;
-    secretAccessKey: string;
-    sessionToken?: string | undefined;
-  }>;
+  credentialProvider: () => Promise<Credentials>;
   validateResolvedCredentials(credentials: unknown): void;
   formatDate(date: Date): { longDate: string; shortDate: string };
   createCanonicalRequest(
@@ -341,11 +344,7 @@ interface SignerPieces {
   ): string;
   getCanonicalHeaderList(canonicalHeaders: Record<string, string>): string;
   getSigningKey(
-    credentials: {
-      accessKeyId: string;
-      secretAccessKey: string;
-      sessionToken?: string | undefined;
-    },
+    credentials: Credentials,
     region: string,
     shortDate: string,
     service: string,
@@ -356,9 +355,10 @@ interface SignerPieces {
  * Sign the lean path's requests (GET and HEAD, no body, the payload hash in their
  * `x-amz-content-sha256` header) from the SDK signer's own pieces, without the async steps and
  * copies of its `sign` (they were 12 of a cold 1,000-file fetch's 56 MB of allocations, and
- * ~0.05 s of its CPU; docs/performance.md). Everything that decides what is signed stays the SDK's: its credential
- * provider, date format, scope, canonical headers (which headers are signable, how values are
- * trimmed), canonical request (path, query encoding, header order) and signing-key derivation.
+ * ~0.05 s of its CPU; docs/performance.md). Everything that decides what is signed stays the
+ * SDK's: its credential provider, date format, scope, canonical headers (which headers are
+ * signable, how values are trimmed), canonical request (path, query encoding, header order) and
+ * signing-key derivation.
  * What is written here is SigV4's fixed frame around them: the string to sign (algorithm, date,
  * scope, the canonical request's SHA-256) and the Authorization header, exactly as the SDK's
  * `signRequest` builds them; test/s3-lean.test.ts checks the headers equal the SDK's `sign` for
@@ -422,7 +422,7 @@ export function signFromPieces(sdk: typeof import('@smithy/signature-v4'), signe
 
 /** What {@link cacheSigningKeys} wraps: the SDK signer's derivation of a signing key. */
 type DeriveKey = (
-  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string },
+  credentials: Credentials,
   ...scope: (string | undefined)[]
 ) => Promise<Uint8Array>;
 
