@@ -54,6 +54,7 @@ import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import { type Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import type { Agent as HttpsAgent } from 'node:https';
 import type { S3Client } from '@aws-sdk/client-s3';
+import { hmacSha256Hex, sha256Hex } from '../../src/digest.js';
 import type { ByteRange } from '../../src/driver.js';
 import { isAbort, StoreError } from '../../src/errors.js';
 import { nodeHttps } from '../../src/net/builtins.js';
@@ -408,10 +409,10 @@ export function signFromPieces(sdk: typeof import('@smithy/signature-v4'), signe
       const canonicalHeaders = sdk.getCanonicalHeaders(signed);
       const canonical = pieces.createCanonicalRequest(signed, canonicalHeaders, payloadHash);
       const key = await pieces.getSigningKey(credentials, signingRegion, shortDate, signingService);
-      const hashed = createHash('sha256').update(canonical).digest('hex');
-      const signature = createHmac('sha256', key)
-        .update(`${algorithm}\n${longDate}\n${scope}\n${hashed}`)
-        .digest('hex');
+      const signature = hmacSha256Hex(
+        key,
+        `${algorithm}\n${longDate}\n${scope}\n${sha256Hex(canonical)}`,
+      );
       headers[sdk.AUTH_HEADER] =
         `${algorithm} Credential=${credentials.accessKeyId}/${scope}, ` +
         `SignedHeaders=${pieces.getCanonicalHeaderList(canonicalHeaders)}, Signature=${signature}`;

@@ -36,7 +36,6 @@
  *
  * @module
  */
-import crypto, { createHash } from 'node:crypto';
 import {
   closeSync,
   constants as fsc,
@@ -65,6 +64,7 @@ import {
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import envPaths from 'env-paths';
+import { sha256Hex } from '../digest.js';
 import type { GetResult } from '../driver.js';
 import { StoreError, UriError } from '../errors.js';
 import { fsyncDir, TEMP_PREFIX, tempPathFor, writeFileAtomic } from '../fs-atomic.js';
@@ -175,13 +175,9 @@ async function lockWaiting(
   }
 }
 
-/** Node's one-shot digest (20.12+): a fifth of `createHash`'s cost on short inputs. */
-const oneShot = (crypto as { hash?: (algorithm: string, data: string) => string }).hash;
-
 /** sha256 hex of the parts joined by NUL (several per fetched file: blob, view, state paths). */
 export function hashOf(...parts: string[]): string {
-  const text = parts.join('\0');
-  return oneShot ? oneShot('sha256', text) : createHash('sha256').update(text).digest('hex');
+  return sha256Hex(parts.join('\0'));
 }
 
 /** The local cache shared by every store (and every process) using the same root. */
