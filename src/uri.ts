@@ -38,23 +38,17 @@ export function segmentProblem(segment: string): string | undefined {
   if (segment === '') return 'empty path segment (a//b)';
   if (segment === '.' || segment === '..') return `'${segment}' segment`;
   if (segment.includes('/')) return "'/' inside a segment (%2F)";
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we refuse
-  if (/[\u0000-\u001f\u007f]/.test(segment)) return 'NUL or control character';
+  if (CONTROL.test(segment)) return 'NUL or control character';
   if (!isWellFormed(segment)) return 'lone UTF-16 surrogate (not valid UTF-8)';
   return undefined;
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we refuse
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** No lone UTF-16 surrogate: `String.prototype.isWellFormed` (ES2024, in V8 since Node 20). */
 function isWellFormed(s: string): boolean {
-  // String.prototype.isWellFormed needs Node 20; keep a fallback-free direct check.
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const d = s.charCodeAt(i + 1);
-      if (!(d >= 0xdc00 && d <= 0xdfff)) return false;
-      i++;
-    } else if (c >= 0xdc00 && c <= 0xdfff) return false;
-  }
-  return true;
+  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 }
 
 /** Percent-encode one key segment (UTF-8, uppercase hex); inverse of the decoding in parse. */
@@ -196,17 +190,26 @@ export class Uri {
     let isFolder = key === '' || key.endsWith('/');
     const body = isFolder ? key.slice(0, -1) : key;
     const segments = body === '' ? [] : body.split('/');
+    // The character checks run once over the whole key (a listing makes a URI per key); a
+    // segment is looked at closely only when the key has such a character or may be odd.
+    const suspect = CONTROL.test(body) || !isWellFormed(body);
     for (const seg of segments) {
-      const problem = segmentProblem(seg);
-      if (problem) throw new UriError(`key ${JSON.stringify(key)}: ${problem}`, { uri: text });
+      if (suspect || seg === '' || seg === '.' || seg === '..') {
+        const problem = segmentProblem(seg);
+        if (problem) throw new UriError(`key ${JSON.stringify(key)}: ${problem}`, { uri: text });
+      }
     }
     if (segments.length === 0) isFolder = true;
     return new Uri(scheme, bucket, segments, isFolder, at);
   }
 
+  /** The key, joined on first use (a folder fetch asks each listed file's key several times). */
+  #key: string | undefined;
+
   /** The object key: segments joined by `/`; empty for the bucket. No trailing `/`. */
   get key(): string {
-    return this.segments.join('/');
+    this.#key ??= this.segments.join('/');
+    return this.#key;
   }
 
   /** The listing prefix of this URI as a folder: `key/`, or empty for the bucket. */

@@ -6,7 +6,9 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { LocalStore } from '../drivers/local/index.js';
 import { Cache } from '../src/cache/cache.js';
+import { checkDiskNames } from '../src/cache/fetch.js';
 import { OfflineMiss, StoreError, UriError } from '../src/errors.js';
+import { Uri } from '../src/uri.js';
 import { readTree } from './conformance/fetch.js';
 
 const FIXTURE = path.join(import.meta.dirname, 'fixtures', 'cache-fetch.mjs');
@@ -229,5 +231,23 @@ describe('cache folders', () => {
       const parent = path.dirname(d);
       if (counts.has(parent)) expect(dirs.indexOf(parent)).toBeLessThan(i);
     }
+  });
+});
+
+describe('checkDiskNames', () => {
+  const where = Uri.parse('local://b/f/');
+  it('refuses names one disk would store as one: case, or two Unicode spellings', () => {
+    expect(() => checkDiskNames(['a/Readme', 'a/README'], where)).toThrow(/case-insensitive/);
+    // é precomposed and as e + combining acute: one name after normalization.
+    expect(() => checkDiskNames(['caf\u00e9', 'cafe\u0301'], where)).toThrow(StoreError);
+    expect(() => checkDiskNames(['CAF\u00c9', 'cafe\u0301'], where)).toThrow(StoreError);
+  });
+  it('refuses a name that is both a file and a folder', () => {
+    expect(() => checkDiskNames(['d/x', 'd'], where)).toThrow(/both a file and a folder/);
+  });
+  it('accepts distinct names, ASCII or not', () => {
+    expect(() =>
+      checkDiskNames(['a/b', 'a/c', 'caf\u00e9', 'cafe', 'd\u00e9j\u00e0/vu', 'A-b'], where),
+    ).not.toThrow();
   });
 });

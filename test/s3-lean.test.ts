@@ -383,6 +383,10 @@ describe('lean listing parser', () => {
         '<IsTruncated>false</IsTruncated><Contents><Key>k</Key><Size>-1</Size><ETag>"e"</ETag></Contents>',
       ),
       page('<Contents><Key>k</Key><Size>1</Size><ETag>"e"</ETag></Contents>'),
+      // Cut after a whole entry: without its end the page may be missing entries.
+      page(
+        '<IsTruncated>false</IsTruncated><Contents><Key>k</Key><Size>1</Size><ETag>"e"</ETag></Contents>',
+      ).replace('</ListBucketResult>', ''),
     ];
     for (const xml of refused) expect(parseListPage(xml)).toBeUndefined();
   });
@@ -473,6 +477,10 @@ describe('lean version listing parser', () => {
         '<Version><Key>k</Key><VersionId>v</VersionId><IsLatest>true</IsLatest><ETag>"e"</ETag><Size>1</Size></Version>',
       ),
       page('<IsTruncated>false</IsTruncated><Version><Key>k</Key>'),
+      // Cut after a whole entry: without its end the page may be missing entries.
+      v(
+        '<Key>k</Key><VersionId>v</VersionId><IsLatest>true</IsLatest><ETag>"e"</ETag><Size>1</Size>',
+      ).replace('</ListVersionsResult>', ''),
     ];
     for (const xml of refused) expect(parseVersionPage(xml)).toBeUndefined();
   });
@@ -660,8 +668,9 @@ describeS3('lean reads against the server', () => {
  */
 describe('lean whole reads that fail after the head', () => {
   const body = 'whole body';
-  let mode: 'ok' | 'cut' | 'stall' = 'ok';
+  let mode: 'ok' | 'cut' | 'stall' | 'list-cut' = 'ok';
   let gets = 0;
+  let lists = 0;
   let sentPart: () => void = () => {};
   let server: http.Server;
   let endpoint = '';
@@ -674,14 +683,27 @@ describe('lean whole reads that fail after the head', () => {
     server = http.createServer((req, res) => {
       const url = new URL(req.url ?? '/', 'http://fake');
       if (/^\/fake-bucket\/?$/.test(url.pathname) && url.searchParams.get('list-type') === '2') {
-        res.writeHead(200, { 'Content-Type': 'application/xml' });
-        res.end(
+        lists++;
+        const xml =
           '<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">' +
-            '<Name>fake-bucket</Name><Prefix>p/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>' +
-            '<IsTruncated>false</IsTruncated><Contents><Key>p/a.txt</Key>' +
-            '<LastModified>2026-11-30T12:00:00.000Z</LastModified><ETag>"e1"</ETag>' +
-            `<Size>${body.length}</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>`,
-        );
+          '<Name>fake-bucket</Name><Prefix>p/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys>' +
+          '<IsTruncated>false</IsTruncated><Contents><Key>p/a.txt</Key>' +
+          '<LastModified>2026-11-30T12:00:00.000Z</LastModified><ETag>"e1"</ETag>' +
+          `<Size>${body.length}</Size><StorageClass>STANDARD</StorageClass></Contents></ListBucketResult>`;
+        res.writeHead(200, {
+          'Content-Type': 'application/xml',
+          'Content-Length': xml.length + (mode === 'list-cut' ? 200 : 0),
+        });
+        if (mode !== 'list-cut') {
+          res.end(xml);
+          return;
+        }
+        // The head announces more bytes than come: the connection goes right after the first
+        // entry. Read as it stands, the page would be a listing of that one object.
+        const cut = xml.indexOf('</Contents>') + '</Contents>'.length;
+        res.write(xml.slice(0, cut), () => {
+          setTimeout(() => req.socket.destroy(), 20);
+        });
         return;
       }
       if (url.pathname === '/fake-bucket/p/a.txt' && req.method === 'GET') {
@@ -723,6 +745,18 @@ describe('lean whole reads that fail after the head', () => {
       region: 'us-east-1',
       forcePathStyle: true,
     });
+
+  it('a listing cut mid-body is never read as a shorter listing', async () => {
+    mode = 'list-cut';
+    lists = 0;
+    const store = fakeStore();
+    await expect(store.list('s3://fake-bucket/p/')).rejects.toThrow();
+    // The lean read refused the cut page, and so did the SDK asked after it.
+    expect(lists).toBeGreaterThanOrEqual(2);
+    mode = 'ok';
+    expect(await store.list('s3://fake-bucket/p/')).toHaveLength(1);
+    await store.close();
+  });
 
   it('a connection cut mid-body is a StoreError naming the byte counts, sent once', async () => {
     mode = 'cut';

@@ -94,6 +94,35 @@ describe('Uri', () => {
       expect(() => Uri.fromKey('s3', 'b', k), k).toThrow(UriError);
     }
     expect(Uri.fromKey('s3', 'b', 'a/b/').isFolder).toBe(true);
+    expect(() => Uri.fromKey('s3', 'b', 'a/\ud800')).toThrow(/lone UTF-16 surrogate/);
+    expect(() => Uri.fromKey('s3', 'b', 'x\udc00/a')).toThrow(/lone UTF-16 surrogate/);
+    expect(Uri.fromKey('s3', 'b', 'a/\ud83d\ude00').name).toBe('\ud83d\ude00');
+  });
+
+  it('refuses a listed key exactly when one of its segments has a problem, naming the first', () => {
+    const unit = fc.constantFrom(
+      'a',
+      '/',
+      '.',
+      '\u0000',
+      '\u001f',
+      '\u007f',
+      '\ud800',
+      '\udc00',
+      'é',
+    );
+    fc.assert(
+      fc.property(
+        fc.array(unit, { maxLength: 8 }).map((units) => units.join('')),
+        (key) => {
+          const body = key.endsWith('/') ? key.slice(0, -1) : key;
+          const first = body === '' ? undefined : body.split('/').map(segmentProblem).find(Boolean);
+          if (first === undefined) expect(() => Uri.fromKey('s3', 'b', key)).not.toThrow();
+          else expect(() => Uri.fromKey('s3', 'b', key)).toThrow(first);
+        },
+      ),
+      { numRuns: 2000 },
+    );
   });
 
   it('relates folders and the files below them', () => {

@@ -760,13 +760,12 @@ export class LeanPath {
       const res = await this.send('GET', picked.route, '', query, {}, signal);
       if (res === undefined) return undefined;
       try {
-        const chunks: Buffer[] = [];
-        for await (const chunk of res as AsyncIterable<Buffer>) chunks.push(chunk);
+        const text = await bodyText(res);
         if (res.statusCode !== 200) {
           this.debug(`lean ${what} ${bucket}: HTTP ${res.statusCode}; asking the SDK`);
           return undefined;
         }
-        const page = parse(Buffer.concat(chunks).toString('utf8'));
+        const page = parse(text);
         if (!page) this.debug(`lean ${what} ${bucket}: an answer it does not read; asking the SDK`);
         return page;
       } catch (error) {
@@ -948,9 +947,34 @@ function request(
   });
 }
 
+/**
+ * A response's whole body as UTF-8 text, read with events (an async iterator costs a promise
+ * per chunk and a stream-end watcher). Rejects when the response ends before its last byte.
+ */
+function bodyText(res: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (chunk: Buffer) => chunks.push(chunk));
+    res.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.once('error', reject);
+    res.once('close', () => {
+      if (!res.complete) reject(new Error('the response ended before its last byte'));
+    });
+  });
+}
+
 /** The text of an XML element's content: the five predefined entities and character references. */
 function unescapeXml(text: string): string {
   if (!text.includes('&')) return text;
+  // An ETag as S3 sends it: `&quot;<hex>[-<parts>]&quot;`, one per listed object.
+  const q = '&quot;';
+  if (
+    text.startsWith(q) &&
+    text.endsWith(q) &&
+    text.indexOf('&', q.length) === text.length - q.length
+  ) {
+    return `"${text.slice(q.length, -q.length)}"`;
+  }
   return text.replace(/&(#x[0-9a-fA-F]+|#[0-9]+|amp|lt|gt|quot|apos);/g, (_, ref: string) => {
     if (ref[0] === '#') {
       return String.fromCodePoint(
@@ -987,13 +1011,15 @@ function blocks(xml: string, tag: string): [number, number][] {
 /**
  * Read a ListObjectsV2 answer (`ListBucketResult`): its prefixes, objects (key, size, ETag,
  * last-modified), truncation and continuation token, keys left URL-encoded as sent. Returns
- * `undefined` for anything else — another root element, a CDATA section or comment, an object
+ * `undefined` for anything else — another root element, a document cut short, a CDATA section
+ * or comment, an object
  * without a key, size or ETag — so the SDK reads it instead. S3 and S3-compatible stores send
  * this one flat shape; the checks keep a surprise from being misread.
  */
 export function parseListPage(xml: string): LeanListPage | undefined {
   const root = xml.indexOf('<ListBucketResult');
-  if (root < 0 || xml.includes('<![CDATA[') || xml.includes('<!--')) return undefined;
+  if (root < 0 || !xml.trimEnd().endsWith('</ListBucketResult>')) return undefined;
+  if (xml.includes('<![CDATA[') || xml.includes('<!--')) return undefined;
   const objects: LeanListPage['objects'] = [];
   for (const [start, end] of blocks(xml, 'Contents')) {
     const key = element(xml, 'Key', start, end);
@@ -1032,13 +1058,15 @@ export function parseListPage(xml: string): LeanListPage | undefined {
 /**
  * Read a ListObjectVersions answer (`ListVersionsResult`): its versions and delete markers in
  * document order, truncation and next markers, keys left URL-encoded as sent. Returns
- * `undefined` for anything else — another root element, a CDATA section or comment, an entry
+ * `undefined` for anything else — another root element, a document cut short, a CDATA section
+ * or comment, an entry
  * without a key, version ID or IsLatest, a version without a size or ETag — so the SDK reads it
  * instead (and history.ts recovers the order).
  */
 export function parseVersionPage(xml: string): LeanVersionPage | undefined {
   const root = xml.indexOf('<ListVersionsResult');
-  if (root < 0 || xml.includes('<![CDATA[') || xml.includes('<!--')) return undefined;
+  if (root < 0 || !xml.trimEnd().endsWith('</ListVersionsResult>')) return undefined;
+  if (xml.includes('<![CDATA[') || xml.includes('<!--')) return undefined;
   const entries: LeanVersionEntry[] = [];
   // Versions and delete markers in document order (`<VersionId>` does not match).
   const tags = /<(Version|DeleteMarker)>/g;

@@ -207,6 +207,9 @@ async function sameFile(dest: string, cur: [string, number, number]): Promise<bo
   return st?.isFile() === true && st.ino === cur[1] && st.size === cur[2];
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the whole ASCII range
+const ASCII = /^[\u0000-\u007f]*$/;
+
 /**
  * Refuse a file list that cannot be a faithful directory: names that one disk would store as one
  * (`Dir/a` vs `dir/a`, or two Unicode spellings of one name), and a key that is both a file and
@@ -216,7 +219,8 @@ export function checkDiskNames(rels: string[], where: Uri): void {
   const folded = new Map<string, string>();
   const files = new Set(rels);
   for (const rel of rels) {
-    const f = rel.normalize('NFC').toLowerCase();
+    // ASCII has one spelling: only other names need Unicode normalization.
+    const f = (ASCII.test(rel) ? rel : rel.normalize('NFC')).toLowerCase();
     const other = folded.get(f);
     if (other !== undefined && other !== rel) {
       throw new StoreError(
