@@ -1,6 +1,8 @@
+import assert from 'node:assert';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -181,5 +183,31 @@ describe('provcat CLI', () => {
     const help = run('--help');
     expect(help.code, help.err).toBe(0);
     for (const verb of ['fetch', 'commit', 'upload', 'tour']) expect(help.out).toContain(verb);
+  });
+});
+
+describe("the executable's stand-ins for modules its dependencies load (scripts/cli-shims)", () => {
+  const load = createRequire(import.meta.url);
+  const shim = load('../scripts/cli-shims/assert.cjs') as typeof assert;
+
+  it('assert: equal passes what node:assert passes and throws what it throws', () => {
+    expect(() => shim.equal(typeof (() => {}), 'function', 'a callback')).not.toThrow();
+    expect(() => shim.equal(1, '1')).not.toThrow();
+    expect(() => shim.equal(Number.NaN, Number.NaN)).not.toThrow();
+    expect(() => shim.equal(typeof 1, 'function', 'a callback must be provided')).toThrow(
+      assert.AssertionError,
+    );
+    expect(() => shim.equal(1, 2, 'one is not two')).toThrow('one is not two');
+  });
+
+  it('assert: every other use is node:assert itself', () => {
+    expect(() => shim(false, 'called')).toThrow(assert.AssertionError);
+    expect(() => shim(true)).not.toThrow();
+    expect(shim.strictEqual).toBe(assert.strictEqual);
+    expect(shim.AssertionError).toBe(assert.AssertionError);
+  });
+
+  it('graceful-fs is node:fs', () => {
+    expect(load('../scripts/cli-shims/graceful-fs.cjs')).toBe(load('node:fs'));
   });
 });
