@@ -12,12 +12,11 @@
  */
 
 import { stat as fsStat } from 'node:fs/promises';
-import { minimatch } from 'minimatch';
 import type { VersionMeta } from './cache/cache.js';
 import { fetchUri } from './cache/fetch.js';
 import type { BranchOptions } from './commits/branch.js';
 import type { CommitOptions } from './commits/commit.js';
-import { type CommitFile, compareUtf8, META_PREFIX } from './commits/format.js';
+import type { CommitFile } from './commits/format.js';
 import type { LogEntry } from './commits/log.js';
 import type {
   Capabilities,
@@ -34,6 +33,7 @@ import type {
 } from './driver.js';
 import type { Entry } from './entry.js';
 import { NotFound, OfflineMiss, StoreError, UriError } from './errors.js';
+import { compareUtf8, META_PREFIX } from './keys.js';
 import { type ProgressCallback, Store } from './store.js';
 import { toUri, Uri } from './uri.js';
 
@@ -180,7 +180,7 @@ export abstract class ObjectStore extends Store {
     const u = toUri(uri).asFolder();
     this.locate(u);
     const files = u.at ? await this.listPinnedFiles(u, options) : await this.listFiles(u, options);
-    const keep = globFilter(options);
+    const keep = await globFilter(options);
     return files.filter((e) => keep(u.relative(e.uri) ?? ''));
   }
 
@@ -570,11 +570,15 @@ function folderEntry(uri: Uri): Entry {
   return { uri, kind: 'folder', size: null, version: null };
 }
 
-/** A predicate on relative paths from include/exclude globs. */
-function globFilter(options: WalkOptions): (rel: string) => boolean {
+/**
+ * A predicate on relative paths from include/exclude globs. minimatch loads only when there are
+ * globs: it is a sixth of the code a CLI process would otherwise compile before its first request.
+ */
+async function globFilter(options: WalkOptions): Promise<(rel: string) => boolean> {
   const inc = toList(options.include);
   const exc = toList(options.exclude);
   if (inc.length === 0 && exc.length === 0) return () => true;
+  const { minimatch } = await import('minimatch');
   return (rel) =>
     (inc.length === 0 || inc.some((g) => minimatch(rel, g, { dot: true }))) &&
     !exc.some((g) => minimatch(rel, g, { dot: true }));

@@ -47,6 +47,7 @@ import type {
   VersionRecord,
 } from '../../src/driver.js';
 import { Exists, isAbort, NotFound, ProvcatError, StoreError, UriError } from '../../src/errors.js';
+import { compareUtf8 } from '../../src/keys.js';
 import { ObjectStore } from '../../src/object-store.js';
 import type { StoreOptions } from '../../src/store.js';
 import { encodeSegment, segmentProblem, Uri } from '../../src/uri.js';
@@ -858,26 +859,6 @@ function fsError(error: unknown, message: string, uri?: string): Error {
 function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null | undefined)?.code;
   return typeof code === 'string' ? code : undefined;
-}
-
-/**
- * Compare strings in the order of their UTF-8 bytes (code point order), as S3 sorts keys. This
- * differs from JavaScript's UTF-16 order only where a surrogate meets a unit in U+E000..U+FFFF.
- */
-export function compareUtf8(a: string, b: string): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    let x = a.charCodeAt(i);
-    let y = b.charCodeAt(i);
-    if (x === y) continue;
-    if (x >= 0xd800 && y >= 0xd800) {
-      // Surrogates (U+10000 and up) sort after every BMP unit: move them above U+FFFF.
-      x = x >= 0xe000 ? x - 0x800 : x + 0x2000;
-      y = y >= 0xe000 ? y - 0x800 : y + 0x2000;
-    }
-    return x - y;
-  }
-  return a.length - b.length;
 }
 
 /** Why the local store cannot hold `key`, or `undefined` when it can. */

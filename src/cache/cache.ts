@@ -665,9 +665,16 @@ export class Cache {
     let removed = 0;
     const dirs: string[] = [];
     const base = path.join(dir, path.sep);
+    // Each folder's path with its separator, joined once for all its entries.
+    const parents = new Map<string, string>();
     for (const e of entries) {
+      let parent = parents.get(e.parentPath);
+      if (parent === undefined) {
+        parent = path.join(e.parentPath, path.sep);
+        parents.set(e.parentPath, parent);
+      }
       // readdir gives normalized parent paths below `dir`: slicing is path.relative, cheaper.
-      const full = `${path.join(e.parentPath, path.sep)}${e.name}`;
+      const full = `${parent}${e.name}`;
       if (e.isDirectory()) {
         dirs.push(full);
         continue;

@@ -18,8 +18,9 @@
  *
  * @module
  */
-import { createHash } from 'node:crypto';
+import { sha256Hex } from '../digest.js';
 import { StoreError, UriError } from '../errors.js';
+import { compareUtf8, isMetaKey, META_PREFIX } from '../keys.js';
 import { segmentProblem } from '../uri.js';
 
 /** The `format` of every commit object this version writes and reads. */
@@ -28,8 +29,7 @@ export const COMMIT_FORMAT = 'provcat.commit/1';
 /** The `format` of branch intent records. */
 export const BRANCH_FORMAT = 'provcat.branch/1';
 
-/** The top-level folder of the bucket where provcat keeps its objects. */
-export const META_PREFIX = '.provcat/';
+export { compareUtf8, isMetaKey, META_PREFIX };
 
 /** Log entries are named `10^15 - N`, so N runs from 1 to 10^15 - 1. */
 export const LOG_BASE = 1_000_000_000_000_000;
@@ -89,15 +89,7 @@ export function isCommitId(id: string): boolean {
   return HEX64.test(id);
 }
 
-/** Lowercase hex SHA-256 of bytes or of a string's UTF-8. */
-export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
-}
-
-/** Compare strings by their UTF-8 bytes (the order object stores list keys in). */
-export function compareUtf8(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
-}
+export { sha256Hex };
 
 // ---- canonical JSON ------------------------------------------------------------------------
 
@@ -195,11 +187,6 @@ export function branchIntentKey(name: string): string {
 /** The key of a branch's completion marker: `.provcat/branches/<name>.done`. */
 export function branchDoneKey(name: string): string {
   return `${META_PREFIX}branches/${name}.done`;
-}
-
-/** True when a key lies in the bucket's `.provcat/` folder. */
-export function isMetaKey(key: string): boolean {
-  return key === META_PREFIX.slice(0, -1) || key.startsWith(META_PREFIX);
 }
 
 // ---- validation ----------------------------------------------------------------------------
