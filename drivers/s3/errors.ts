@@ -1,5 +1,6 @@
 /**
- * The one place where S3 SDK errors become provcat errors.
+ * The one place where S3 SDK errors become provcat errors; also the errors of the multipart
+ * engine's sources (kept here so that reading code never loads that engine).
  *
  * A missing object must never look like a refusal or a network failure, and the reverse: a 403
  * (wrong credentials, a bucket policy) stays a {@link StoreError} with `status: 403`, so a
@@ -119,3 +120,18 @@ export function mapS3Error(error: unknown, context: S3ErrorContext): ProvcatErro
     { uri, cause: error, status },
   );
 }
+
+/** A failure of the upload's source (the file or stream being uploaded), not of the store. */
+export class SourceError extends ProvcatError {}
+
+/**
+ * The source changed while it was uploaded: a file whose size or mtime changed, that ended
+ * early or grew, or whose bytes sent differ from the bytes hashed. The upload is abandoned.
+ */
+export class SourceChanged extends SourceError {}
+
+/**
+ * The source needs more parts than the store accepts (10,000 on S3). Raised before the first
+ * part beyond the limit is sent; the upload is aborted.
+ */
+export class PartLimitExceeded extends ProvcatError {}

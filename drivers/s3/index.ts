@@ -18,7 +18,13 @@ export {
   type S3Config,
   type S3StoreOptions,
 } from './config.js';
-export { mapS3Error, type S3ErrorContext, s3UriText } from './errors.js';
+export {
+  mapS3Error,
+  PartLimitExceeded,
+  type S3ErrorContext,
+  SourceChanged,
+  SourceError,
+  s3UriText,
+} from './errors.js';
 export { copySource, decodeListedKey } from './keys.js';
-export { PartLimitExceeded, SourceChanged, SourceError } from './parts.js';
 export { type MakeBucketOptions, PROBE_PREFIX, S3Store } from './s3-store.js';

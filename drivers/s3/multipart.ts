@@ -75,9 +75,16 @@ import {
   UploadStalled,
 } from '../../src/errors.js';
 import { DEFAULT_STALL_TIMEOUT_MS, MAX_PARTS, partSizeFor } from './config.js';
-import { errorName, mapS3Error, s3UriText, statusOf } from './errors.js';
+import {
+  errorName,
+  mapS3Error,
+  PartLimitExceeded,
+  SourceError,
+  s3UriText,
+  statusOf,
+} from './errors.js';
 import { copySource } from './keys.js';
-import { type Part, PartLimitExceeded, type PartSource, SourceError } from './parts.js';
+import type { Part, PartSource } from './parts.js';
 import type { S3Sdk } from './sdk.js';
 
 /** What a multipart operation needs: the client, the SDK module, where, and a debug log. */

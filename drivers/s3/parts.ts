@@ -42,22 +42,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { raceAbort } from '../../src/concurrency.js';
-import { ProvcatError } from '../../src/errors.js';
-
-/** A failure of the upload's source (the file or stream being uploaded), not of the store. */
-export class SourceError extends ProvcatError {}
-
-/**
- * The source changed while it was uploaded: a file whose size or mtime changed, that ended
- * early or grew, or whose bytes sent differ from the bytes hashed. The upload is abandoned.
- */
-export class SourceChanged extends SourceError {}
-
-/**
- * The source needs more parts than the store accepts (10,000 on S3). Raised before the first
- * part beyond the limit is sent; the upload is aborted.
- */
-export class PartLimitExceeded extends ProvcatError {}
+import { SourceChanged, SourceError } from './errors.js';
 
 /** One attempt at sending a part: its body, and what to check once the store acknowledged it. */
 export interface PartBody {

@@ -78,7 +78,14 @@ import {
   type S3Config,
   type S3StoreOptions,
 } from './config.js';
-import { errorName, mapS3Error, type S3ErrorContext, s3UriText, statusOf } from './errors.js';
+import {
+  errorName,
+  mapS3Error,
+  type S3ErrorContext,
+  SourceError,
+  s3UriText,
+  statusOf,
+} from './errors.js';
 import { recordVersionOrder, sdkVersionPage } from './history.js';
 import { copySource, decodeListedKey } from './keys.js';
 import {
@@ -89,25 +96,25 @@ import {
   type Route,
   sdkSignerFactory,
 } from './lean.js';
-import {
-  completedEtag,
-  copyMultipart,
-  type MultipartTarget,
-  uploadMultipart,
-} from './multipart.js';
-import {
-  BufferedParts,
-  BytesReader,
-  FileParts,
-  PartBufferPool,
-  type PartSource,
-  SourceError,
-  StreamReader,
-} from './parts.js';
+import type { MultipartTarget } from './multipart.js';
+import type { PartBufferPool, PartSource } from './parts.js';
 import { endpointInputs, RouteStore } from './route-store.js';
 import { loadHttpHandler, loadS3Sdk, type S3Sdk } from './sdk.js';
 
 const s3debug = debuglog('provcat:s3');
+
+let engine: Promise<[typeof import('./multipart.js'), typeof import('./parts.js')]> | undefined;
+
+/**
+ * The multipart engine (multipart.ts, parts.ts), loaded by the first put or copy that needs it:
+ * a command that only reads never compiles it (a sixth of the S3 driver's code).
+ */
+function multipartEngine(): Promise<
+  [typeof import('./multipart.js'), typeof import('./parts.js')]
+> {
+  engine ??= Promise.all([import('./multipart.js'), import('./parts.js')]);
+  return engine;
+}
 
 /** Where `_createMode` writes its probe objects (removed again, every version). */
 export const PROBE_PREFIX = '.provcat/probe/';
@@ -327,7 +334,8 @@ export class S3Store extends ObjectStore {
   private built: Promise<S3Client> | undefined;
   private readonly versioning = new Map<string, Promise<Versioning>>();
   private readonly createModes = new Map<string, Promise<CreateMode>>();
-  private readonly pool: PartBufferPool;
+  /** Part buffers of buffered puts, made by the first one. */
+  private pool: PartBufferPool | undefined;
   /**
    * GetObject, HeadObject and ListObjectsV2 without the SDK (lean.ts), when the store builds its
    * own client; `undefined` with an injected client.
@@ -358,7 +366,6 @@ export class S3Store extends ObjectStore {
     this.stallTimeoutMs = this.config.stallTimeoutMs;
     this.copyThreshold = this.config.copyThreshold;
     this.createFallback = this.config.createFallback;
-    this.pool = new PartBufferPool();
     const c = this.config;
     if (!this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
       const endpoint = c.endpoint;
@@ -915,6 +922,10 @@ export class S3Store extends ObjectStore {
   ): Promise<ObjectInfo> {
     const partSize = partSizeFor(this.partSize, size);
     const target = this.target(client, sdk, bucket, key);
+    const [
+      { completedEtag, uploadMultipart },
+      { BufferedParts, BytesReader, FileParts, PartBufferPool, StreamReader },
+    ] = await multipartEngine();
     let parts: PartSource | undefined;
     let failed = true;
     try {
@@ -927,6 +938,7 @@ export class S3Store extends ObjectStore {
       } else {
         const reader =
           source instanceof Uint8Array ? new BytesReader(source) : new StreamReader(source);
+        this.pool ??= new PartBufferPool();
         const buffered = new BufferedParts(reader, {
           partSize,
           pool: this.pool,
@@ -1148,6 +1160,7 @@ export class S3Store extends ObjectStore {
       const source = objectInfo(key, head);
       try {
         if (source.size > this.copyThreshold) {
+          const [{ copyMultipart }] = await multipartEngine();
           const result = await copyMultipart(
             this.target(client, sdk, bucket, toKey),
             key,
