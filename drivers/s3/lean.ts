@@ -391,6 +391,10 @@ export function signFromPieces(sdk: typeof import('@smithy/signature-v4'), signe
     }
     return true;
   };
+  // The SDK formats the signing date for every request (an ISO string, two regex replacements):
+  // it depends only on the second, so requests signed within one second share it.
+  let datedSecond = Number.NaN;
+  let dated = { longDate: '', shortDate: '' };
   return {
     async sign(request, options) {
       const payloadHash = request.headers[sdk.SHA256_HEADER];
@@ -400,7 +404,12 @@ export function signFromPieces(sdk: typeof import('@smithy/signature-v4'), signe
       const { signingDate, signingRegion, signingService } = options;
       const credentials = await pieces.credentialProvider();
       pieces.validateResolvedCredentials(credentials);
-      const { longDate, shortDate } = pieces.formatDate(signingDate);
+      const second = Math.floor(signingDate.getTime() / 1000);
+      if (second !== datedSecond) {
+        dated = pieces.formatDate(signingDate);
+        datedSecond = second;
+      }
+      const { longDate, shortDate } = dated;
       const scope = sdk.createScope(shortDate, signingRegion, signingService);
       const headers: Record<string, string> = { ...request.headers };
       headers[sdk.AMZ_DATE_HEADER] = longDate;
