@@ -1021,9 +1021,8 @@ function blocks(xml: string, tag: string): [number, number][] {
  * Read a ListObjectsV2 answer (`ListBucketResult`): its prefixes, objects (key, size, ETag,
  * last-modified), truncation and continuation token, keys left URL-encoded as sent. Returns
  * `undefined` for anything else — another root element, a document cut short, a CDATA section
- * or comment, an object
- * without a key, size or ETag — so the SDK reads it instead. S3 and S3-compatible stores send
- * this one flat shape; the checks keep a surprise from being misread.
+ * or comment, an object without a key, size or ETag — so the SDK reads it instead. S3 and
+ * S3-compatible stores send this one flat shape; the checks keep a surprise from being misread.
  */
 export function parseListPage(xml: string): LeanListPage | undefined {
   const root = xml.indexOf('<ListBucketResult');
@@ -1068,9 +1067,8 @@ export function parseListPage(xml: string): LeanListPage | undefined {
  * Read a ListObjectVersions answer (`ListVersionsResult`): its versions and delete markers in
  * document order, truncation and next markers, keys left URL-encoded as sent. Returns
  * `undefined` for anything else — another root element, a document cut short, a CDATA section
- * or comment, an entry
- * without a key, version ID or IsLatest, a version without a size or ETag — so the SDK reads it
- * instead (and history.ts recovers the order).
+ * or comment, an entry without a key, version ID or IsLatest, a version without a size or
+ * ETag — so the SDK reads it instead (and history.ts recovers the order).
  */
 export function parseVersionPage(xml: string): LeanVersionPage | undefined {
   const root = xml.indexOf('<ListVersionsResult');

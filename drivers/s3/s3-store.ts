@@ -103,15 +103,15 @@ import { loadHttpHandler, loadS3Sdk, type S3Sdk } from './sdk.js';
 
 const s3debug = debuglog('provcat:s3');
 
-let engine: Promise<[typeof import('./multipart.js'), typeof import('./parts.js')]> | undefined;
+/** The multipart engine's two modules. */
+type MultipartEngine = [typeof import('./multipart.js'), typeof import('./parts.js')];
+let engine: Promise<MultipartEngine> | undefined;
 
 /**
  * The multipart engine (multipart.ts, parts.ts), loaded by the first put or copy that needs it:
- * a command that only reads never compiles it (a sixth of the S3 driver's code).
+ * a command that only reads never compiles it (about a quarter of the S3 driver's code).
  */
-function multipartEngine(): Promise<
-  [typeof import('./multipart.js'), typeof import('./parts.js')]
-> {
+function multipartEngine(): Promise<MultipartEngine> {
   engine ??= Promise.all([import('./multipart.js'), import('./parts.js')]);
   return engine;
 }
