@@ -14,6 +14,9 @@ export function sha256Hex(data: string | Uint8Array): string {
   return oneShot ? oneShot('sha256', data) : createHash('sha256').update(data).digest('hex');
 }
 
+/** The SHA-256 of no bytes, as lower-case hex (S3's payload hash of a request without a body). */
+export const EMPTY_SHA256 = sha256Hex('');
+
 /** Keys already imported for HMAC, by the bytes object they were made from. */
 const secretKeys = new WeakMap<Uint8Array, KeyObject>();
 

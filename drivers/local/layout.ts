@@ -45,7 +45,8 @@
  *
  * @module
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../../src/digest.js';
 
 /**
  * The longest escaped segment used as is in entry names; longer ones are hashed. An index entry
@@ -126,7 +127,7 @@ export interface SegmentRef {
 export function refOf(segment: string): SegmentRef {
   const token = encodeName(segment);
   if (token.length <= MAX_TOKEN) return { ref: `.${token}`, hashed: false };
-  return { ref: `h.${createHash('sha256').update(segment, 'utf8').digest('hex')}`, hashed: true };
+  return { ref: `h.${sha256Hex(segment)}`, hashed: true };
 }
 
 /** The object directory of a segment. */

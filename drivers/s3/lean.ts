@@ -54,7 +54,7 @@ import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import { type Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import type { Agent as HttpsAgent } from 'node:https';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { hmacSha256Hex, sha256Hex } from '../../src/digest.js';
+import { EMPTY_SHA256, hmacSha256Hex, sha256Hex } from '../../src/digest.js';
 import type { ByteRange } from '../../src/driver.js';
 import { isAbort, StoreError } from '../../src/errors.js';
 import { nodeHttps } from '../../src/net/builtins.js';
@@ -83,9 +83,6 @@ export class LeanHttpError extends Error {
     this.$metadata = { httpStatusCode: status };
   }
 }
-
-/** The SHA-256 of an empty body: GET requests carry it as `x-amz-content-sha256`. */
-const EMPTY_SHA256 = createHash('sha256').update('').digest('hex');
 
 /**
  * The commands whose resolved endpoint a lean request reuses, by kind: object requests (a

@@ -32,11 +32,11 @@
  *
  * @module
  */
-import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import path from 'node:path';
+import { sha256Hex } from '../../src/digest.js';
 import { writeFileAtomic } from '../../src/fs-atomic.js';
 import type { Route } from './lean.js';
 
@@ -160,7 +160,7 @@ export function routeFingerprint(inputs: RouteInputs): string {
       .sort()
       .map((k) => [k, inputs[k]]),
   );
-  return createHash('sha256').update(canonical).digest('hex').slice(0, 32);
+  return sha256Hex(canonical).slice(0, 32);
 }
 
 /** A route as kept on disk: the route and when the SDK resolved it (ms since the epoch). */

@@ -25,10 +25,10 @@
  *
  * @module
  */
-import { createHash } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import lockfile from 'proper-lockfile';
+import { sha256Hex } from '../digest.js';
 import { fsyncDir, writeFileAtomic } from '../fs-atomic.js';
 import { CheckpointError } from './errors.js';
 
@@ -167,7 +167,7 @@ export function parseCheckpoint(text: string, file: string): Checkpoint {
 
 /** The checkpoint file of one source on one stage, in `dir`. */
 export function checkpointPath(dir: string, stageIdentity: string, sourcePath: string): string {
-  const name = createHash('sha256').update(`${stageIdentity}\n${sourcePath}`).digest('hex');
+  const name = sha256Hex(`${stageIdentity}\n${sourcePath}`);
   return path.join(path.resolve(dir), `${name}.json`);
 }
 

@@ -60,6 +60,7 @@ import {
   type PartSource,
   StreamReader,
 } from '../../drivers/s3/parts.js';
+import { EMPTY_SHA256 } from '../digest.js';
 import type { ByteRange, GetResult } from '../driver.js';
 import { ObjectIntegrityError, type ProvcatError, StoreError } from '../errors.js';
 import type { BodySink } from '../net/http1-download.js';
@@ -111,7 +112,6 @@ export { ABORT_TIMEOUT_MS } from '../../drivers/s3/multipart.js';
 export { DEFAULT_PART_SIZE, MAX_PARTS };
 
 /** SHA-256 of no bytes. */
-const EMPTY_SHA256 = createHash('sha256').digest('hex');
 
 /** Options of an S3 stage (besides its descriptor). */
 export interface S3StageOptions {
