@@ -20,17 +20,26 @@ export {
   loadCommit,
 } from './commits/index.js';
 export type {
+  BodySink,
   ByteRange,
   Capabilities,
+  CompletedPart,
   CreateMode,
+  DeleteIfOptions,
   GetOptions,
   GetResult,
+  ListedPart,
   ListPage,
   ObjectInfo,
+  OpenUpload,
   PagesOptions,
+  PartProtocol,
+  PartUpload,
+  PresignPrimitiveOptions,
   PutOptions,
   PutSource,
   SignalOptions,
+  UploadObjectOptions,
   VersionRecord,
 } from './driver.js';
 export { type Entry, type EntryJson, entryToJson } from './entry.js';
@@ -39,17 +48,23 @@ export {
   exitCodeOf,
   type IntegrityKind,
   NotFound,
+  NotSupported,
   ObjectIntegrityError,
   OfflineMiss,
+  PartLimitExceeded,
+  PermissionDenied,
+  PreconditionFailed,
   ProvcatError,
   type ProvcatErrorOptions,
+  SourceChanged,
+  SourceError,
   type StalledUploadOutcome,
   StoreError,
   UploadStalled,
   UriError,
 } from './errors.js';
 export * from './lake/index.js';
-export type { BodySink } from './net/http1-download.js';
+
 export {
   type CallOptions,
   type FetchOptions,
@@ -62,10 +77,27 @@ export {
 } from './object-store.js';
 export { type DriverFactory, registerDriver, registeredSchemes, storeFor } from './registry.js';
 export {
+  backoffMs,
+  isRetryable,
+  RETRY_ATTEMPTS,
+  RETRY_BASE_MS,
+  RETRY_CAP_MS,
+  type RetryOptions,
+  withRetries,
+} from './retry.js';
+export { type ServiceFailure, serviceError } from './service-errors.js';
+export {
   offlineFromEnv,
   type Progress,
   type ProgressCallback,
   Store,
   type StoreOptions,
 } from './store.js';
+export {
+  DEFAULT_STALL_TIMEOUT_MS,
+  partSizeFor,
+  type UploadSettings,
+  type UploadSettingsOptions,
+  uploadSettings,
+} from './upload/settings.js';
 export { type At, toUri, Uri } from './uri.js';

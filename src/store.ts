@@ -4,6 +4,7 @@
  * @module
  */
 import { Cache } from './cache/cache.js';
+import type { UploadSettingsOptions } from './upload/settings.js';
 
 /** Progress of a long operation: cumulative bytes and files so far, and totals when known. */
 export interface Progress {
@@ -20,8 +21,11 @@ export interface Progress {
 /** A progress callback; called often, so keep it cheap. */
 export type ProgressCallback = (progress: Progress) => void;
 
-/** The options every store takes. Driver options extend these. */
-export interface StoreOptions {
+/**
+ * The options every store takes (with the upload settings of large puts, src/upload/put.ts).
+ * Driver options extend these.
+ */
+export interface StoreOptions extends UploadSettingsOptions {
   /** The cache, or its root directory. Default: `PROVCAT_CACHE_DIR`, else env-paths' cache dir. */
   cache?: Cache | string | undefined;
   /** No network call at all; see docs/guide.md#offline. Default: `PROVCAT_OFFLINE=1`. */
@@ -65,4 +69,11 @@ export abstract class Store {
     this.onProgress = options.onProgress;
     this.logger = options.logger ?? (() => {});
   }
+
+  /**
+   * Release what the store holds open (keep-alive sockets, SDK clients it built) after writing
+   * what it learned (the S3 driver's routes). The store stays usable: a later call reconnects.
+   * Idempotent. The CLI calls it after every command; a long-lived program calls it at exit.
+   */
+  async close(): Promise<void> {}
 }

@@ -438,6 +438,7 @@ describe('the CLI verbs', () => {
       json: parsed.values.json === true,
       offline: false,
       progress: () => ({ onProgress: undefined, done() {} }),
+      track: (resource) => resource,
     };
     const code = await command.run(
       { positionals: parsed.positionals, values: parsed.values as never },

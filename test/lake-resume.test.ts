@@ -16,7 +16,7 @@ import { StoreError } from '../src/errors.js';
 import { checkpointPath, parseCheckpoint } from '../src/lake/checkpoint.js';
 import {
   CheckpointError,
-  type S3Stage,
+  type Stage,
   StageConfigError,
   stageFromDescriptor,
 } from '../src/lake/index.js';
@@ -112,7 +112,7 @@ describeS3('resumable S3 uploads', () => {
       client,
       partSize: 5 * MiB,
       lockStaleMs: 5000,
-    }) as S3Stage;
+    }) as Stage;
     return { stage: s, calls };
   }
 
@@ -144,7 +144,13 @@ describeS3('resumable S3 uploads', () => {
     const recorded = checkpoint.parts.length;
     expect(recorded).toBeGreaterThanOrEqual(3);
     expect(recorded).toBeLessThan(total);
-    expect(checkpoint).toMatchObject({ version: 1, partSize: 5 * MiB, window: 2, bucket });
+    expect(checkpoint).toMatchObject({
+      version: 2,
+      backend: 's3',
+      partSize: 5 * MiB,
+      window: 2,
+      bucket,
+    });
     expect(JSON.stringify(checkpoint)).not.toMatch(/SECRET|AKID/);
 
     const { stage: s, calls } = stage();
@@ -220,7 +226,7 @@ describeS3('resumable S3 uploads', () => {
     const s = stageFromDescriptor(s3Descriptor(bucket, PREFIX), {
       client: refusingClient(),
       partSize: 5 * MiB,
-    }) as S3Stage;
+    }) as Stage;
     const cpFile = checkpointPath(cpDir, s.identity, source);
     const base = {
       version: 1,
@@ -233,7 +239,7 @@ describeS3('resumable S3 uploads', () => {
       parts: [],
     };
     for (const bad of [
-      { ...base, version: 2 },
+      { ...base, version: 3 },
       { ...base, partSize: 16 * MiB },
       { ...base, key: 'elsewhere/ab/cd' },
     ]) {

@@ -28,7 +28,14 @@ import {
   SourceError,
 } from '../drivers/s3/index.js';
 import type { VersionRecord } from '../src/driver.js';
-import { Exists, isAbort, NotFound, OfflineMiss, StoreError } from '../src/errors.js';
+import {
+  Exists,
+  isAbort,
+  NotFound,
+  OfflineMiss,
+  PermissionDenied,
+  StoreError,
+} from '../src/errors.js';
 import { conformance } from './conformance/index.js';
 import { randomPrefix } from './conformance/target.js';
 import { versionsSuite } from './conformance/versions.js';
@@ -220,6 +227,7 @@ describe('s3 error mapping', () => {
     ]) {
       const e = sdkError(name, 403);
       const mapped = mapS3Error(e, ctx);
+      expect(mapped).toBeInstanceOf(PermissionDenied);
       expect(mapped).toBeInstanceOf(StoreError);
       expect(mapped).not.toBeInstanceOf(NotFound);
       expect((mapped as StoreError).status).toBe(403);
@@ -601,7 +609,7 @@ describeS3(`s3 driver on ${target?.kind ?? 's3'}`, () => {
       });
       for (const k of [key, `${key}-missing`]) {
         const error = await rejection(denied._head(versioned, k));
-        expect(error).toBeInstanceOf(StoreError);
+        expect(error).toBeInstanceOf(PermissionDenied);
         expect(error).not.toBeInstanceOf(NotFound);
         expect((error as StoreError).status).toBe(403);
       }

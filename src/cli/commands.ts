@@ -33,7 +33,7 @@ function list(v: CliArgs['values'][string]): string[] | undefined {
 /** The store for the first positional (a URI), with the CLI's offline mode. */
 async function storeOf(uri: string, ctx: CliContext) {
   const u = Uri.parse(uri);
-  return { u, store: await storeFor(u, { offline: ctx.offline }) };
+  return { u, store: ctx.track(await storeFor(u, { offline: ctx.offline })) };
 }
 
 /** Print entries: a JSON array, or one line each. */

@@ -23,7 +23,7 @@ function emit(ctx: CliContext, json: unknown, human: () => string): void {
 
 async function storeOf(text: string, ctx: CliContext): Promise<{ u: Uri; store: ObjectStore }> {
   const u = Uri.parse(text);
-  return { u, store: await storeFor(u, { offline: ctx.offline }) };
+  return { u, store: ctx.track(await storeFor(u, { offline: ctx.offline })) };
 }
 
 /** `--meta k=v` options as an object; UsageError for a pair without `=` or a repeated key. */

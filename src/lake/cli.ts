@@ -26,13 +26,13 @@ import type { Writable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type { CliArgs, CliContext, Command } from '../cli/command.js';
 import { UsageError } from '../cli/command.js';
+import type { BodySink } from '../driver.js';
 import { fsyncDir, tempPathFor } from '../fs-atomic.js';
 import { DEFAULT_WRITE_BATCH_BYTES, FileSink } from '../net/file-sink.js';
-import type { BodySink } from '../net/http1-download.js';
 import { InvalidDataLocation } from './errors.js';
 import { stageFromString } from './factory.js';
 import { type DataLocation, formatDataLocation, parseDataLocation } from './location.js';
-import { streamToSink } from './stage-base.js';
+import { streamToSink } from './reads.js';
 
 function stageArg(args: CliArgs): string {
   const stage = args.values.stage;
@@ -163,7 +163,9 @@ const uploadCommand: Command = {
   positionals: [1, 1],
   async run(args: CliArgs, ctx: CliContext) {
     const source = args.positionals[0] as string;
-    const stage = await stageFromString(stageArg(args), { env: ctx.env });
+    const stage = ctx.track(
+      await stageFromString(stageArg(args), { env: ctx.env, offline: ctx.offline }),
+    );
     const partsInFlight = intArg(args.values['parts-in-flight'], '--parts-in-flight');
     const stallSeconds = intArg(args.values['stall-timeout'], '--stall-timeout');
     if (stallSeconds === 0) throw new UsageError('--stall-timeout takes at least 1 second');
@@ -206,7 +208,9 @@ const catCommand: Command = {
   positionals: [1, 1],
   async run(args: CliArgs, ctx: CliContext) {
     const location = await locationArg(args.positionals[0] as string);
-    const stage = await stageFromString(stageArg(args), { env: ctx.env });
+    const stage = ctx.track(
+      await stageFromString(stageArg(args), { env: ctx.env, offline: ctx.offline }),
+    );
     const range = typeof args.values.range === 'string' ? rangeArg(args.values.range) : undefined;
     const output = args.values.output;
     const cancel = cancelOnSignal();
@@ -270,7 +274,9 @@ const verifyCommand: Command = {
   positionals: [1, 1],
   async run(args: CliArgs, ctx: CliContext) {
     const location = await locationArg(args.positionals[0] as string);
-    const stage = await stageFromString(stageArg(args), { env: ctx.env });
+    const stage = ctx.track(
+      await stageFromString(stageArg(args), { env: ctx.env, offline: ctx.offline }),
+    );
     const bar = ctx.progress('verify');
     const cancel = cancelOnSignal();
     try {

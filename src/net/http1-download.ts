@@ -44,10 +44,12 @@
  *
  * @module
  */
+
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import type * as tls from 'node:tls';
 import { debuglog } from 'node:util';
+import type { BodySink } from '../driver.js';
 import { abortError, StoreError } from '../errors.js';
 import { nodeTls } from './builtins.js';
 
@@ -157,24 +159,6 @@ export interface DownloadFallback {
   status?: number | undefined;
   /** The underlying error of a `network` fallback. */
   cause?: unknown;
-}
-
-/**
- * Receives a body. `data` is called with consecutive chunks, in order, one call at a time (the
- * next call only after the previous one returned or its promise resolved).
- *
- * **A chunk is valid only until its `data` call returns, or its returned promise resolves.**
- * Its memory is then reused for later bytes: copy what must outlive the call.
- */
-export interface BodySink {
-  /** Handle one chunk (never empty). A throw or rejection fails the transfer with that error. */
-  data(chunk: Buffer): void | Promise<void>;
-  /**
-   * Deliver chunks of at least this many bytes where possible (a chunk is cut short only at a
-   * buffer's end or the body's end). Default 0: deliver whatever has arrived whenever the
-   * sink is free (a busy sink still gets everything that arrived meanwhile in one chunk).
-   */
-  readonly batchBytes?: number | undefined;
 }
 
 /** A {@link BodySink} that also sees the response head first (for {@link download}). */
