@@ -247,10 +247,11 @@ export class Stage implements ManagedStage {
     };
   }
 
-  /** What checkpoints record as the stage's bucket: the descriptor's bucket, or its root. */
+  /** What checkpoints record as the stage's bucket: the descriptor's bucket (an Azure container), or its root. */
   private bucketName(): string {
-    const { bucket, root } = this.descriptor as { bucket?: unknown; root?: unknown };
+    const { bucket, container, root } = this.descriptor as Record<string, unknown>;
     if (typeof bucket === 'string') return bucket;
+    if (typeof container === 'string') return container;
     if (typeof root === 'string') return root;
     throw new StageConfigError(`a ${this.kind} stage descriptor names neither bucket nor root`);
   }
