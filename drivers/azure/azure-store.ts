@@ -11,12 +11,12 @@
  *   version ID and size alone (a recorded ETag would fail branch completion and pinned reads
  *   after a properties change). Content-MD5 is not exposed: block-list blobs have none.
  * - **Versions fail closed.** Azurite (and an account without blob versioning) writes blobs with
- *   no version ID and serves the current blob for any `versionid`. Rather than trust a probe, every
- *   answer is checked: a version read must come back with `x-ms-version-id` equal to the ID asked
- *   for, a version listing must give every blob a version ID, `_versionOf` needs one on HEAD —
- *   else {@link NotSupported}. No write is needed (read-only credentials can read pins), and no
- *   store can serve a current blob as a version. A deleted blob is one whose versions have none
- *   current: `_history` gives it a delete marker (`size: null`, current), which commits skip.
+ *   no version ID and serves the current blob for any `versionid`. Rather than trust a probe,
+ *   every answer is checked: a version read must come back with `x-ms-version-id` equal to the ID
+ *   asked for, a version listing must give every blob a version ID, `_versionOf` needs one on
+ *   HEAD — else {@link NotSupported}. No write is needed (read-only credentials can read pins),
+ *   and no store can pass a current blob off as a version. A deleted blob is one whose versions
+ *   have none current: `_history` gives it a delete marker (`size: null`, current).
  * - Listings come in UTF-8 byte order whatever the service's (order.ts).
  * - `_create` is Put Blob with `If-None-Match: *` (409 and 412 both Exists), which Azure, Azurite
  *   and the versions server all honour: the create mode is `atomic`.
@@ -28,22 +28,8 @@ import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { addAbortSignal, type Readable, Transform } from 'node:stream';
 import { debuglog } from 'node:util';
-import type { BlobServiceClient, BlockBlobClient } from '@azure/storage-blob';
-import type {
-  Capabilities,
-  CreateMode,
-  DeleteIfOptions,
-  GetOptions,
-  GetResult,
-  ListPage,
-  ObjectInfo,
-  PagesOptions,
-  PresignPrimitiveOptions,
-  PutOptions,
-  PutSource,
-  SignalOptions,
-  VersionRecord,
-} from '../../src/driver.js';
+import type { BlobItem, BlobServiceClient, BlockBlobClient, Pipeline } from '@azure/storage-blob';
+import type * as D from '../../src/driver.js';
 import {
   isAbort,
   NotFound,
@@ -62,36 +48,38 @@ import { Utf8Order } from './order.js';
 import { type BlobSdk, defaultCredential, loadBlobSdk } from './sdk.js';
 
 const azdebug = debuglog('provcat:azure');
+type Opts = D.SignalOptions;
 
 /** Where `makeBucket` writes its versioning probe (removed again). */
 export const PROBE_PREFIX = '.provcat/probe/';
 
-function info(
-  key: string,
-  r: {
-    etag?: string | undefined;
-    contentLength?: number | undefined;
-    versionId?: string | undefined;
-    lastModified?: Date | undefined;
-  },
-  size = r.contentLength,
-): ObjectInfo {
-  if (!r.etag || size === undefined)
-    throw new StoreError(`the answer for ${key} lacks an ETag or a size`);
-  const etag = quoted(r.etag);
-  return { key, size, version: etag, etag, versionId: r.versionId, lastModified: r.lastModified };
+/** The ObjectInfo of an SDK answer (ETag quoted, as headers give it). */
+function info(key: string, r: Parameters<typeof answerInfo>[1], size?: number): D.ObjectInfo {
+  const got = answerInfo(key, r, size ?? (r['content-length'] as number | undefined));
+  if (!got) throw new StoreError(`the answer for ${azUriText('?', key)} lacks an ETag or a size`);
+  return got;
 }
+const fields = (r: { etag?: string; contentLength?: number; versionId?: string }) => ({
+  etag: r.etag,
+  'content-length': r.contentLength,
+  'x-ms-version-id': r.versionId,
+});
+
+/** A rejection handler: aborts as they are, anything else through the one error mapping. */
+const mapped = (ctx: AzureErrorContext) => (error: unknown) => {
+  throw isAbort(error) ? error : mapAzureError(error, ctx);
+};
 
 /**
  * The Azure Blob driver (see the module comment). Missing blobs raise {@link NotFound}, refusals
- * {@link PermissionDenied}, other failures {@link StoreError} with `status` and the SDK's error as
+ * `PermissionDenied`, other failures {@link StoreError} with `status` and the SDK's error as
  * `cause`; aborts pass through. Offline, every primitive raises `OfflineMiss` before any request.
  */
 export class AzureStore extends ObjectStore {
   readonly scheme = 'az';
   readonly driver = 'azure';
   /** Versions work on containers of accounts with blob versioning; byte ranges always. */
-  readonly capabilities: Capabilities = { versions: true, ranges: true };
+  readonly capabilities: D.Capabilities = { versions: true, ranges: true };
   /** The blob service URL. */
   readonly endpoint: string;
   private readonly config: AzureConfig | undefined;
@@ -108,17 +96,12 @@ export class AzureStore extends ObjectStore {
     this.endpoint = this.config?.endpoint ?? (options.client as BlobServiceClient).url;
     const auth = this.config?.auth;
     if (auth?.kind === 'key' && this.config?.leanReads) {
-      this.lean = new LeanReads(
-        this.endpoint,
-        auth.account,
-        auth.key,
-        Math.max(16, this.concurrency),
-        (m) => this.debug(m),
+      const sockets = Math.max(16, this.concurrency);
+      this.lean = new LeanReads(this.endpoint, auth.account, auth.key, sockets, (m) =>
+        this.debug(m),
       );
     }
   }
-
-  // ---- the client and one call ---------------------------------------------------------------
 
   /** The service client: the injected one, or one built on first call (no network call). */
   client(): Promise<BlobServiceClient> {
@@ -132,7 +115,7 @@ export class AzureStore extends ObjectStore {
 
   private async build(): Promise<BlobServiceClient> {
     const sdk = await loadBlobSdk();
-    const c = this.config as AzureConfig;
+    const { endpoint, auth } = this.config as AzureConfig;
     const options = {
       retryOptions: {
         maxTries: RETRY_ATTEMPTS,
@@ -141,21 +124,15 @@ export class AzureStore extends ObjectStore {
       },
       userAgentOptions: { userAgentPrefix: 'provcat' },
     };
-    this.debug(`client: ${c.endpoint} (${c.auth.kind})`);
-    if (c.auth.kind === 'key') {
-      return new sdk.BlobServiceClient(
-        c.endpoint,
-        new sdk.StorageSharedKeyCredential(c.auth.account, c.auth.key),
-        options,
-      );
-    }
-    if (c.auth.kind === 'sas')
-      return new sdk.BlobServiceClient(`${c.endpoint}?${c.auth.sas}`, undefined, options);
-    return new sdk.BlobServiceClient(
-      c.endpoint,
-      c.auth.credential ?? (await defaultCredential()),
-      options,
-    );
+    this.debug(`client: ${endpoint} (${auth.kind})`);
+    const credential =
+      auth.kind === 'key'
+        ? new sdk.StorageSharedKeyCredential(auth.account, auth.key)
+        : auth.kind === 'token'
+          ? (auth.credential ?? (await defaultCredential()))
+          : undefined;
+    const url = auth.kind === 'sas' ? `${endpoint}?${auth.sas}` : endpoint;
+    return new sdk.BlobServiceClient(url, credential, options);
   }
 
   /** Release the lean path's sockets (an injected client is the caller's). */
@@ -183,31 +160,28 @@ export class AzureStore extends ObjectStore {
     }
   }
 
-  /** The client of one blob; a name with dot segments gets a URL the SDK would not normalize. */
-  private blob(
-    service: BlobServiceClient,
-    sdk: BlobSdk,
-    container: string,
-    key: string,
-  ): BlockBlobClient {
-    const c = service.getContainerClient(container);
-    if (!key.split('/').some((s) => s === '.' || s === '..')) return c.getBlockBlobClient(key);
-    const url = new URL(c.url);
+  /** One blob's client; a name with dot segments gets a URL the SDK would not normalize. */
+  private blob(s: BlobServiceClient, sdk: BlobSdk, c: string, key: string): BlockBlobClient {
+    const container = s.getContainerClient(c);
+    if (!key.split('/').some((x) => x === '.' || x === '..')) {
+      return container.getBlockBlobClient(key);
+    }
+    const url = new URL(container.url);
     url.pathname = `${url.pathname}/${encodeBlobName(key)}`;
     // The container's pipeline (credential, retries) is protected in the SDK's types only.
     return new sdk.BlockBlobClient(
       url.toString(),
-      (c as unknown as { pipeline: import('@azure/storage-blob').Pipeline }).pipeline,
+      (container as unknown as { pipeline: Pipeline }).pipeline,
     );
   }
 
-  private unversioned(
-    op: string,
-    container: string,
-    key: string | undefined,
-    why: string,
-  ): NotSupported {
-    const uri = azUriText(container, key);
+  private notThat(op: string, c: string, key: string, id: string, got: string | undefined) {
+    const why = `asked for version ${id}, the store answered with ${got ?? 'no version ID'}`;
+    return this.unversioned(op, c, key, why);
+  }
+
+  private unversioned(op: string, c: string, key: string | undefined, why: string): NotSupported {
+    const uri = azUriText(c, key);
     return new NotSupported(
       `${op} ${uri}: the container keeps no versions (${why}); pins, commits and branches need ` +
         'blob versioning on the storage account (Azurite has none)',
@@ -218,46 +192,29 @@ export class AzureStore extends ObjectStore {
   // ---- core primitives -----------------------------------------------------------------------
 
   /** Get Blob Properties: size, the ETag as version. {@link NotFound} when absent. */
-  override async _head(
-    container: string,
-    key: string,
-    options: SignalOptions = {},
-  ): Promise<ObjectInfo> {
-    return this.call({ container, key, op: 'head' }, async (s, sdk) =>
-      info(
-        key,
-        await this.blob(s, sdk, container, key).getProperties({ abortSignal: options.signal }),
-      ),
-    );
+  override async _head(c: string, key: string, o: Opts = {}): Promise<D.ObjectInfo> {
+    return this.call({ container: c, key, op: 'head' }, async (s, sdk) => {
+      const r = await this.blob(s, sdk, c, key).getProperties({ abortSignal: o.signal });
+      return { ...info(key, fields(r)), lastModified: r.lastModified };
+    });
   }
 
   /**
    * List Blobs pages (`limit` at most 5,000), flat or one level, following markers, re-ordered
    * into UTF-8 byte order (order.ts). A missing container yields nothing.
    */
-  override async *_pages(
-    container: string,
-    prefix: string,
-    options: PagesOptions = {},
-  ): AsyncIterable<ListPage> {
-    this.requireOnline('list', azUriText(container, prefix));
-    const limit = Math.min(5000, Math.max(1, Math.floor(options.limit ?? 5000)));
-    type Entry = { name: string; info?: ObjectInfo };
+  override async *_pages(c: string, prefix: string, o: D.PagesOptions = {}) {
+    this.requireOnline('list', azUriText(c, prefix));
+    const limit = Math.min(5000, Math.max(1, Math.floor(o.limit ?? 5000)));
+    type Entry = { name: string; info?: D.ObjectInfo };
     const order = new Utf8Order<Entry>(prefix.length, (e) => e.name);
     let marker: string | undefined;
-    for (let first = true; ; first = false) {
+    for (;;) {
       let page: LeanListPage;
       try {
-        page = await this.listPage(
-          container,
-          prefix,
-          options.delimiter,
-          marker,
-          limit,
-          options.signal,
-        );
+        page = await this.listPage(c, prefix, o.delimiter, marker, limit, o.signal);
       } catch (error) {
-        if (first && error instanceof NotFound) return;
+        if (marker === undefined && error instanceof NotFound) return;
         throw error;
       }
       const entries: Entry[] = page.prefixes.map((name) => ({ name }));
@@ -277,32 +234,30 @@ export class AzureStore extends ObjectStore {
   }
 
   private async listPage(
-    container: string,
+    c: string,
     prefix: string,
     delimiter: string | undefined,
     marker: string | undefined,
     limit: number,
     signal: AbortSignal | undefined,
   ): Promise<LeanListPage> {
-    const lean = await this.lean?.list(container, { prefix, delimiter, marker, limit, signal });
+    const lean = await this.lean?.list(c, { prefix, delimiter, marker, limit, signal });
     if (lean) return lean;
-    return this.call({ container, key: prefix, op: 'list' }, async (s) => {
-      const c = s.getContainerClient(container);
-      const p = prefix === '' ? undefined : prefix;
+    return this.call({ container: c, key: prefix, op: 'list' }, async (s) => {
+      const container = s.getContainerClient(c);
+      const options = { prefix: prefix || undefined, abortSignal: signal };
       const pages = delimiter
-        ? c.listBlobsByHierarchy(delimiter, { prefix: p, abortSignal: signal })
-        : c.listBlobsFlat({ prefix: p, abortSignal: signal });
+        ? container.listBlobsByHierarchy(delimiter, options)
+        : container.listBlobsFlat(options);
       const r = (await pages.byPage({ continuationToken: marker, maxPageSize: limit }).next())
         .value;
-      const segment = r.segment as {
-        blobItems: import('@azure/storage-blob').BlobItem[];
-        blobPrefixes?: { name: string }[];
-      };
-      return {
-        prefixes: (segment.blobPrefixes ?? []).map((x) => x.name),
-        blobs: segment.blobItems.map((b) => info(b.name, b.properties)),
-        next: r.continuationToken || undefined,
-      };
+      const segment = r.segment as { blobItems: BlobItem[]; blobPrefixes?: { name: string }[] };
+      const blobs = segment.blobItems.map((b) => ({
+        ...info(b.name, fields(b.properties)),
+        lastModified: b.properties.lastModified,
+      }));
+      const prefixes = (segment.blobPrefixes ?? []).map((x) => x.name);
+      return { prefixes, blobs, next: r.continuationToken || undefined };
     });
   }
 
@@ -311,81 +266,55 @@ export class AzureStore extends ObjectStore {
    * one request with `x-ms-range`; the Content-Range sent is returned as is. A body that ends
    * short or whose connection drops fails with a {@link StoreError}. {@link NotFound} when absent.
    */
-  override async _get(
-    container: string,
-    key: string,
-    options: GetOptions = {},
-  ): Promise<GetResult> {
-    return this.getBlob(container, key, undefined, options, 'get');
+  override async _get(c: string, key: string, o: D.GetOptions = {}): Promise<D.GetResult> {
+    return this.getBlob(c, key, undefined, o, 'get');
   }
 
   private async getBlob(
-    container: string,
+    c: string,
     key: string,
     versionId: string | undefined,
-    options: GetOptions,
+    o: D.GetOptions,
     op: string,
-  ): Promise<GetResult> {
-    const { range, signal } = options;
+  ): Promise<D.GetResult> {
+    const { range, signal } = o;
     if (
       range &&
-      !(
-        Number.isSafeInteger(range.start) &&
-        Number.isSafeInteger(range.end) &&
-        range.start >= 0 &&
-        range.end > range.start
-      )
+      !(range.start >= 0 && range.end > range.start && Number.isSafeInteger(range.end))
     ) {
       throw new RangeError(`bad byte range [${range.start}, ${range.end})`);
     }
-    const uri = azUriText(container, key);
+    const uri = azUriText(c, key);
     this.requireOnline(op, uri);
-    const check = (r: GetResult): GetResult => {
+    const check = (r: D.GetResult): D.GetResult => {
       if (versionId === undefined || r.info.versionId === versionId) return r;
-      r.release?.();
-      if (!r.bytes) r.body.destroy();
-      throw this.unversioned(
-        op,
-        container,
-        key,
-        `asked for version ${versionId}, the store answered with ${r.info.versionId ?? 'no version ID'}`,
-      );
+      if (r.bytes) r.release?.();
+      else r.body.destroy();
+      throw this.notThat(op, c, key, versionId, r.info.versionId);
     };
-    if (this.lean) {
-      const r = await this.lean
-        .get(container, key, { versionId, range, wholeUpTo: options.wholeUpTo, signal })
-        .catch((error: unknown) => {
-          throw isAbort(error) ? error : mapAzureError(error, { container, key, op });
-        });
-      if (r === 404) throw new NotFound(`${op} ${uri}: not found (HTTP 404)`, { uri });
-      if (r) return check(r);
-    }
-    return this.call({ container, key, op }, async (s, sdk) => {
-      const blob = this.blob(s, sdk, container, key);
+    const lean = await this.lean
+      ?.get(c, key, { versionId, range, wholeUpTo: o.wholeUpTo, signal })
+      .catch(mapped({ container: c, key, op }));
+    if (lean === 404) throw new NotFound(`${op} ${uri}: not found (HTTP 404)`, { uri });
+    if (lean) return check(lean);
+    return this.call({ container: c, key, op }, async (s, sdk) => {
+      const blob = this.blob(s, sdk, c, key);
+      const count = range && range.end - range.start;
       const r = await (versionId ? blob.withVersion(versionId) : blob).download(
         range?.start ?? 0,
-        range && range.end - range.start,
+        count,
         { abortSignal: signal },
       );
       const source = r.readableStreamBody as Readable | undefined;
-      if (!source || r.contentLength === undefined) {
-        source?.destroy();
-        throw new StoreError(`${op} ${uri}: the answer has no body or no Content-Length`, { uri });
-      }
-      const headers = {
-        etag: r.etag,
-        'content-range': r.contentRange,
-        'x-ms-version-id': r.versionId,
-      };
-      const got = answerInfo(key, headers, r.contentLength);
-      if (!got) throw new StoreError(`${op} ${uri}: the answer has no ETag`, { uri });
+      const length = r.contentLength as number;
+      if (!source) throw new StoreError(`${op} ${uri}: the answer has no body`, { uri });
+      const got = info(key, { ...fields(r), 'content-range': r.contentRange });
       got.lastModified = r.lastModified;
-      return check({
-        body: exactBody(source, r.contentLength, uri, signal),
-        info: got,
-        contentLength: r.contentLength,
-        contentRange: r.contentRange,
-      });
+      // The SDK reports a dropped connection as an AbortError: only the caller's is one.
+      const body = exact(source, length, signal, (why, cause) =>
+        signal?.aborted && cause ? cause : new StoreError(`${op} ${uri}: ${why}`, { uri, cause }),
+      );
+      return check({ body, info: got, contentLength: length, contentRange: r.contentRange });
     });
   }
 
@@ -394,87 +323,70 @@ export class AzureStore extends ObjectStore {
    * part), else staged blocks on the upload engine (blocks.ts). A source that is not exactly its
    * declared size fails with {@link SourceError}; nothing is written then.
    */
-  override async _put(
-    container: string,
-    key: string,
-    source: PutSource,
-    options: PutOptions = {},
-  ): Promise<ObjectInfo> {
-    if (
-      source instanceof Uint8Array &&
-      options.size !== undefined &&
-      options.size !== source.length
-    ) {
-      throw new RangeError(`size ${options.size} given for ${source.length} bytes`);
+  override async _put(c: string, key: string, src: D.PutSource, o: D.PutOptions = {}) {
+    if (src instanceof Uint8Array && o.size !== undefined && o.size !== src.length) {
+      throw new RangeError(`size ${o.size} given for ${src.length} bytes`);
     }
-    this.requireOnline('put', azUriText(container, key));
-    return this.putInParts(container, key, source, options, (one, o) =>
-      this.putBlob(container, key, one, o.size as number, o, 'put'),
+    this.requireOnline('put', azUriText(c, key));
+    return this.putInParts(c, key, src, o, (one, p) =>
+      this.putBlob(c, key, one, p.size as number, p, 'put'),
     );
   }
 
   private async putBlob(
-    container: string,
+    c: string,
     key: string,
-    source: PutSource,
+    src: D.PutSource,
     size: number,
-    options: PutOptions,
+    o: D.PutOptions,
     op: 'put' | 'create',
-  ): Promise<ObjectInfo> {
+  ): Promise<D.ObjectInfo> {
+    // A failing source must also end the request: the service would wait for the missing bytes.
     const request = new AbortController();
-    const onAbort = () => request.abort(options.signal?.reason);
-    if (options.signal?.aborted) onAbort();
-    options.signal?.addEventListener('abort', onAbort, { once: true });
+    const onAbort = () => request.abort(o.signal?.reason);
+    if (o.signal?.aborted) onAbort();
+    o.signal?.addEventListener('abort', onAbort, { once: true });
     let failed: unknown;
-    const checked = (input: Readable) => {
-      const out = exactSource(input, size, options.signal);
-      out.on('error', (error) => {
-        failed ??= error;
-        request.abort(error);
+    const checked = (input: Readable) =>
+      exact(input, size, o.signal, (why, cause) => {
+        failed ??= new SourceError(`the source ${why}`, { cause });
+        request.abort(failed);
+        return failed as Error;
       });
-      return out;
-    };
     let sent = false;
+    const once = (input: Readable) => () => {
+      if (sent) throw new SourceError('a stream source cannot be sent twice');
+      sent = true;
+      return checked(input);
+    };
     const body =
-      source instanceof Uint8Array
-        ? Buffer.from(source.buffer, source.byteOffset, source.byteLength)
-        : typeof source === 'string'
-          ? () => checked(createReadStream(source))
-          : () => {
-              if (sent) throw new SourceError('a stream source cannot be sent twice');
-              sent = true;
-              return checked(source);
-            };
+      src instanceof Uint8Array
+        ? Buffer.from(src.buffer, src.byteOffset, src.byteLength)
+        : typeof src === 'string'
+          ? () => checked(createReadStream(src))
+          : once(src);
     try {
-      return await this.call({ container, key, op }, async (s, sdk) => {
-        const r = await this.blob(s, sdk, container, key).upload(body, size, {
-          blobHTTPHeaders: { blobContentType: options.contentType },
+      return await this.call({ container: c, key, op }, async (s, sdk) => {
+        const r = await this.blob(s, sdk, c, key).upload(body, size, {
+          blobHTTPHeaders: { blobContentType: o.contentType },
           conditions: op === 'create' ? { ifNoneMatch: '*' } : undefined,
           abortSignal: request.signal,
-          onProgress: (p) => options.onProgress?.(p.loadedBytes),
+          onProgress: (p) => o.onProgress?.(p.loadedBytes),
         });
-        return info(key, r, size);
+        return info(key, fields(r), size);
       });
     } catch (error) {
-      if (failed !== undefined && !options.signal?.aborted) {
-        throw failed instanceof SourceError
-          ? failed
-          : new SourceError(`the source failed: ${String(failed)}`, { cause: failed });
-      }
+      if (failed !== undefined && !o.signal?.aborted) throw failed;
       throw error;
     } finally {
-      options.signal?.removeEventListener('abort', onAbort);
+      o.signal?.removeEventListener('abort', onAbort);
     }
   }
 
   /** Delete Blob (on a versioned account the versions stay); {@link NotFound} when absent. */
-  override async _delete(
-    container: string,
-    key: string,
-    options: SignalOptions = {},
-  ): Promise<void> {
-    await this.call({ container, key, op: 'delete' }, (s, sdk) =>
-      this.blob(s, sdk, container, key).delete({ abortSignal: options.signal }),
+  override async _delete(c: string, key: string, o: Opts = {}): Promise<void> {
+    await this.call({ container: c, key, op: 'delete' }, (s, sdk) =>
+      this.blob(s, sdk, c, key).delete({ abortSignal: o.signal }),
     );
   }
 
@@ -482,26 +394,22 @@ export class AzureStore extends ObjectStore {
    * Delete only if still `version` (Delete Blob with `If-Match`: {@link PreconditionFailed} when
    * it moved). With `versionId`, exactly that version goes, after its ETag was compared.
    */
-  override async _deleteIf(
-    container: string,
-    key: string,
-    options: DeleteIfOptions,
-  ): Promise<void> {
-    const { versionId, signal } = options;
+  override async _deleteIf(c: string, key: string, o: D.DeleteIfOptions): Promise<void> {
+    const { versionId, signal } = o;
+    const version = quoted(o.version);
     if (versionId !== undefined) {
-      const head = await this._headVersion(container, key, versionId, options);
-      if (head.version !== quoted(options.version)) {
-        const uri = azUriText(container, key);
-        throw new PreconditionFailed(
-          `delete ${uri}: it is ${head.version} now, not ${options.version}`,
-          { uri },
-        );
+      const head = await this._headVersion(c, key, versionId, o);
+      if (head.version !== version) {
+        const uri = azUriText(c, key);
+        throw new PreconditionFailed(`delete ${uri}: it is ${head.version}, not ${version}`, {
+          uri,
+        });
       }
     }
-    await this.call({ container, key, op: 'delete' }, (s, sdk) => {
-      const blob = this.blob(s, sdk, container, key);
+    await this.call({ container: c, key, op: 'delete' }, (s, sdk) => {
+      const blob = this.blob(s, sdk, c, key);
       return versionId === undefined
-        ? blob.delete({ conditions: { ifMatch: quoted(options.version) }, abortSignal: signal })
+        ? blob.delete({ conditions: { ifMatch: version }, abortSignal: signal })
         : blob.withVersion(versionId).delete({ abortSignal: signal });
     });
   }
@@ -511,26 +419,21 @@ export class AzureStore extends ObjectStore {
    * account key, or a user-delegation SAS with a token credential. A connection string's own SAS
    * is never handed out: {@link NotSupported}.
    */
-  override async _presign(
-    container: string,
-    key: string,
-    options: PresignPrimitiveOptions,
-  ): Promise<string> {
-    return this.call({ container, key, op: 'presign' }, async (s, sdk) => {
-      const blob = this.blob(s, sdk, container, key);
-      const expiresOn = new Date(Date.now() + options.expiresIn * 1000);
+  override async _presign(c: string, key: string, o: D.PresignPrimitiveOptions) {
+    return this.call({ container: c, key, op: 'presign' }, async (s, sdk) => {
+      const blob = this.blob(s, sdk, c, key);
+      const expiresOn = new Date(Date.now() + o.expiresIn * 1000);
       const permissions = sdk.BlobSASPermissions.parse('r');
-      if (s.credential instanceof sdk.StorageSharedKeyCredential)
+      if (s.credential instanceof sdk.StorageSharedKeyCredential) {
         return blob.generateSasUrl({ permissions, expiresOn });
+      }
       if (s.credential instanceof sdk.AnonymousCredential) {
-        throw new NotSupported(
-          `presign ${azUriText(container, key)}: needs an account key or a token credential, not a SAS`,
-        );
+        throw new NotSupported(`presign ${azUriText(c, key)}: needs an account key or a login`);
       }
       const startsOn = new Date(Date.now() - 5 * 60_000);
       const delegation = await s.getUserDelegationKey(startsOn, expiresOn);
       const sas = sdk.generateBlobSASQueryParameters(
-        { containerName: container, blobName: key, permissions, startsOn, expiresOn },
+        { containerName: c, blobName: key, permissions, startsOn, expiresOn },
         delegation,
         s.accountName,
       );
@@ -539,29 +442,27 @@ export class AzureStore extends ObjectStore {
   }
 
   /** Create a container (idempotent); with `versioning`, check the account keeps versions. */
-  override async makeBucket(
-    container: string,
-    options: { versioning?: boolean; signal?: AbortSignal } = {},
-  ): Promise<void> {
-    await this.call({ container, op: 'makeBucket' }, async (s) => {
-      try {
-        await s.getContainerClient(container).create({ abortSignal: options.signal });
-      } catch (error) {
-        if ((error as { code?: string }).code !== 'ContainerAlreadyExists') throw error;
-      }
+  override async makeBucket(c: string, o: { versioning?: boolean } & Opts = {}): Promise<void> {
+    await this.call({ container: c, op: 'makeBucket' }, async (s) => {
+      await s
+        .getContainerClient(c)
+        .create({ abortSignal: o.signal })
+        .catch((error: { code?: string }) => {
+          if (error.code !== 'ContainerAlreadyExists') throw error;
+        });
     });
-    if (!options.versioning) return;
+    if (!o.versioning) return;
     const key = `${PROBE_PREFIX}${randomUUID()}`;
-    const probe = await this._put(container, key, Buffer.from('provcat versioning probe\n'));
-    await this.call({ container, key, op: 'probe cleanup' }, async (s, sdk) => {
-      const blob = this.blob(s, sdk, container, key);
+    const probe = await this._put(c, key, Buffer.from('provcat versioning probe\n'));
+    await this.call({ container: c, key, op: 'probe cleanup' }, async (s, sdk) => {
+      const blob = this.blob(s, sdk, c, key);
       await blob.delete();
       if (probe.versionId) await blob.withVersion(probe.versionId).delete();
     });
     if (!probe.versionId) {
       throw this.unversioned(
         'makeBucket',
-        container,
+        c,
         undefined,
         'a write came back without x-ms-version-id; the container was made, but versioning is an account setting: `az storage account blob-service-properties update --enable-versioning true`',
       );
@@ -571,15 +472,10 @@ export class AzureStore extends ObjectStore {
   // ---- version primitives --------------------------------------------------------------------
 
   /** The version ID of the current blob (HEAD); {@link NotSupported} when the store sends none. */
-  override async _versionOf(
-    container: string,
-    key: string,
-    options: SignalOptions = {},
-  ): Promise<string> {
-    const head = await this._head(container, key, options);
-    if (head.versionId === undefined)
-      throw this.unversioned('versionOf', container, key, 'HEAD answered without x-ms-version-id');
-    return head.versionId;
+  override async _versionOf(c: string, key: string, o: Opts = {}): Promise<string> {
+    const { versionId } = await this._head(c, key, o);
+    if (versionId) return versionId;
+    throw this.unversioned('versionOf', c, key, 'HEAD answered without x-ms-version-id');
   }
 
   /**
@@ -587,63 +483,49 @@ export class AzureStore extends ObjectStore {
    * delete marker when none is current; blobs in UTF-8 order. {@link NotSupported} for a blob
    * listed without a version ID. A missing container yields nothing.
    */
-  override async *_history(
-    container: string,
-    prefix: string,
-    options: SignalOptions = {},
-  ): AsyncIterable<VersionRecord> {
-    this.requireOnline('history', azUriText(container, prefix));
-    const order = new Utf8Order<VersionRecord[]>(prefix.length, (g) => (g[0] as VersionRecord).key);
+  override async *_history(c: string, prefix: string, o: Opts = {}) {
+    this.requireOnline('history', azUriText(c, prefix));
+    const order = new Utf8Order<D.VersionRecord[]>(prefix.length, (g) => g[0]?.key ?? '');
     const pages = (await this.client())
-      .getContainerClient(container)
-      .listBlobsFlat({
-        prefix: prefix === '' ? undefined : prefix,
-        includeVersions: true,
-        abortSignal: options.signal,
-      })
+      .getContainerClient(c)
+      .listBlobsFlat({ prefix: prefix || undefined, includeVersions: true, abortSignal: o.signal })
       .byPage({ maxPageSize: 5000 });
-    let open: VersionRecord[] = [];
-    const close = (): VersionRecord[][] => {
-      if (open.length === 0) return [];
+    let open: D.VersionRecord[] = [];
+    const close = (): D.VersionRecord[][] => {
       const group = open.reverse();
       open = [];
-      const newest = group[0] as VersionRecord;
-      if (!group.some((v) => v.current))
+      const newest = group[0];
+      if (newest && !group.some((v) => v.current)) {
         group.unshift({
           key: newest.key,
           versionId: `deleted:${newest.versionId}`,
           size: null,
           current: true,
         });
-      return [group];
+      }
+      return newest ? [group] : [];
     };
     for (;;) {
-      let r: Awaited<ReturnType<typeof pages.next>>;
-      try {
-        r = await pages.next();
-      } catch (error) {
-        if (isAbort(error)) throw error;
-        const mapped = mapAzureError(error, { container, key: prefix, op: 'history' });
-        if (mapped instanceof NotFound) return;
-        throw mapped;
-      }
+      const r = await pages
+        .next()
+        .catch(mapped({ container: c, key: prefix, op: 'history' }))
+        .catch((error: unknown) => {
+          if (error instanceof NotFound) return { done: true as const, value: undefined };
+          throw error;
+        });
       if (r.done) break;
-      const groups: VersionRecord[][] = [];
+      const groups: D.VersionRecord[][] = [];
       for (const b of r.value.segment.blobItems) {
         if (!b.versionId)
-          throw this.unversioned(
-            'history',
-            container,
-            b.name,
-            'a blob is listed without a version ID',
-          );
-        if (open.length > 0 && (open[0] as VersionRecord).key !== b.name) groups.push(...close());
+          throw this.unversioned('history', c, b.name, 'a blob is listed without a version ID');
+        if (open[0] !== undefined && open[0].key !== b.name) groups.push(...close());
         const size = b.properties.contentLength ?? 0;
+        const current = b.isCurrentVersion === true;
         open.push({
           key: b.name,
           versionId: b.versionId,
           size,
-          current: b.isCurrentVersion === true,
+          current,
           lastModified: b.properties.lastModified,
         });
       }
@@ -653,49 +535,27 @@ export class AzureStore extends ObjectStore {
   }
 
   /** Get Blob Properties of one version; {@link NotSupported} when the answer is not that version. */
-  override async _headVersion(
-    container: string,
-    key: string,
-    versionId: string,
-    options: SignalOptions = {},
-  ): Promise<ObjectInfo> {
-    const head = await this.call({ container, key, op: 'headVersion' }, async (s, sdk) =>
+  override async _headVersion(c: string, key: string, id: string, o: Opts = {}) {
+    const head = await this.call({ container: c, key, op: 'headVersion' }, async (s, sdk) =>
       info(
         key,
-        await this.blob(s, sdk, container, key)
-          .withVersion(versionId)
-          .getProperties({ abortSignal: options.signal }),
+        fields(
+          await this.blob(s, sdk, c, key).withVersion(id).getProperties({ abortSignal: o.signal }),
+        ),
       ),
     );
-    if (head.versionId !== versionId) {
-      throw this.unversioned(
-        'headVersion',
-        container,
-        key,
-        `asked for version ${versionId}, the store answered with ${head.versionId ?? 'no version ID'}`,
-      );
-    }
-    return head;
+    if (head.versionId === id) return head;
+    throw this.notThat('headVersion', c, key, id, head.versionId);
   }
 
   /** Get Blob of one version (optionally a range); checked as {@link _headVersion} is. */
-  override async _getVersion(
-    container: string,
-    key: string,
-    versionId: string,
-    options: GetOptions = {},
-  ): Promise<GetResult> {
-    return this.getBlob(container, key, versionId, options, 'getVersion');
+  override async _getVersion(c: string, key: string, id: string, o: D.GetOptions = {}) {
+    return this.getBlob(c, key, id, o, 'getVersion');
   }
 
-  /** Put Blob with `If-None-Match: *`: {@link Exists} (409 or 412) when a current blob has the key. */
-  override async _create(
-    container: string,
-    key: string,
-    body: Uint8Array,
-    options: SignalOptions = {},
-  ): Promise<ObjectInfo> {
-    return this.putBlob(container, key, body, body.length, options, 'create');
+  /** Put Blob with `If-None-Match: *`: `Exists` (409 or 412) when a current blob has the key. */
+  override async _create(c: string, key: string, body: Uint8Array, o: Opts = {}) {
+    return this.putBlob(c, key, body, body.length, o, 'create');
   }
 
   /**
@@ -704,157 +564,98 @@ export class AzureStore extends ObjectStore {
    * a pending copy is waited for.
    */
   override async _copy(
-    container: string,
+    c: string,
     key: string,
-    versionId: string | undefined,
+    id: string | undefined,
     toKey: string,
-    options: SignalOptions = {},
-  ): Promise<ObjectInfo> {
-    const source = versionId
-      ? await this._headVersion(container, key, versionId, options)
-      : await this._head(container, key, options);
-    return this.call({ container, key, op: versionId ? 'copyVersion' : 'copy' }, async (s, sdk) => {
-      const from = this.blob(s, sdk, container, key);
-      const to = this.blob(s, sdk, container, toKey);
-      const poller = await to.beginCopyFromURL(
-        (versionId ? from.withVersion(versionId) : from).url,
-        {
-          sourceConditions: { ifMatch: source.etag },
-          abortSignal: options.signal,
-        },
-      );
-      let r: { copyStatus?: string; etag?: string; versionId?: string; lastModified?: Date } =
+    o: Opts = {},
+  ) {
+    const source = id ? await this._headVersion(c, key, id, o) : await this._head(c, key, o);
+    return this.call({ container: c, key, op: id ? 'copyVersion' : 'copy' }, async (s, sdk) => {
+      const from = this.blob(s, sdk, c, key);
+      const to = this.blob(s, sdk, c, toKey);
+      const poller = await to.beginCopyFromURL((id ? from.withVersion(id) : from).url, {
+        sourceConditions: { ifMatch: source.etag },
+        abortSignal: o.signal,
+      });
+      let r: { copyStatus?: string; etag?: string; versionId?: string } =
         await poller.pollUntilDone();
       for (let attempt = 1; r.copyStatus === 'pending'; attempt++) {
-        await sleep(Math.min(5000, 100 * 2 ** attempt), options.signal);
-        r = await to.getProperties({ abortSignal: options.signal });
+        await sleep(Math.min(5000, 100 * 2 ** attempt), o.signal);
+        r = await to.getProperties({ abortSignal: o.signal });
       }
       if (r.copyStatus !== undefined && r.copyStatus !== 'success') {
-        throw new StoreError(`copy ${azUriText(container, key)} to ${toKey}: ${r.copyStatus}`);
+        throw new StoreError(`copy ${azUriText(c, key)} to ${toKey}: ${r.copyStatus}`);
       }
-      return info(toKey, r, source.size);
+      return info(toKey, fields(r), source.size);
     });
   }
 
   /** `atomic`: Azure honours `If-None-Match: *` (see the module comment). */
-  override async _createMode(_container: string): Promise<CreateMode> {
+  override async _createMode(_c: string): Promise<D.CreateMode> {
     return 'atomic';
   }
 
-  /** Staged blocks in `container` (blocks.ts), for large puts and managed uploads. */
-  override partProtocol(container: string): AzureBlocks {
-    let blocks = this.blockLists.get(container);
+  /** Staged blocks in container `c` (blocks.ts), for large puts and managed uploads. */
+  override partProtocol(c: string): AzureBlocks {
+    let blocks = this.blockLists.get(c);
     if (!blocks) {
+      const blob = async (key: string, op: string) => {
+        this.requireOnline(op, azUriText(c, key));
+        const [s, sdk] = await Promise.all([this.client(), loadBlobSdk()]);
+        return this.blob(s, sdk, c, key);
+      };
       blocks = new AzureBlocks(
-        {
-          blob: async (key, op) => {
-            this.requireOnline(op, azUriText(container, key));
-            const [s, sdk] = await Promise.all([this.client(), loadBlobSdk()]);
-            return this.blob(s, sdk, container, key);
-          },
-          uncommitted: (prefix, signal) => this.uncommitted(container, prefix, signal),
-        },
-        container,
+        { blob, uncommitted: (p, signal) => this.uncommitted(c, p, signal) },
+        c,
       );
-      this.blockLists.set(container, blocks);
+      this.blockLists.set(c, blocks);
     }
     return blocks;
   }
 
-  /** Blobs holding only uncommitted blocks: listed with `include=uncommittedblobs`, size 0, and no HEAD. */
-  private async *uncommitted(
-    container: string,
-    prefix: string,
-    signal?: AbortSignal,
-  ): AsyncIterable<{ key: string; lastModified?: Date | undefined }> {
-    const service = await this.call({ container, key: prefix, op: 'listUploads' }, async (s) => s);
-    const pages = service
-      .getContainerClient(container)
+  /** Blobs with uncommitted blocks only: listed with `include=uncommittedblobs`, size 0, no HEAD. */
+  private async *uncommitted(c: string, prefix: string, signal?: AbortSignal) {
+    const s = await this.call({ container: c, key: prefix, op: 'listUploads' }, async (x) => x);
+    const blobs = s
+      .getContainerClient(c)
       .listBlobsFlat({ prefix, includeUncommitedBlobs: true, abortSignal: signal });
     try {
-      for await (const b of pages) {
+      for await (const b of blobs) {
         if (b.properties.contentLength !== 0) continue;
-        try {
-          await this._head(container, b.name, { signal });
-        } catch (error) {
-          if (error instanceof NotFound)
-            yield { key: b.name, lastModified: b.properties.lastModified };
-          else throw error;
-        }
+        const head = await this._head(c, b.name, { signal }).catch((e: unknown) => e);
+        if (head instanceof NotFound)
+          yield { key: b.name, lastModified: b.properties.lastModified };
+        else if (head instanceof Error) throw head;
       }
     } catch (error) {
-      if (isAbort(error)) throw error;
-      throw mapAzureError(error, { container, key: prefix, op: 'listUploads' });
+      mapped({ container: c, key: prefix, op: 'listUploads' })(error);
     }
   }
 }
 
-/** A SDK body as a stream of exactly `expected` bytes: a drop or an early end is a {@link StoreError}. */
-function exactBody(
-  source: Readable,
-  expected: number,
-  uri: string,
+/**
+ * `input` passed through, checked to be exactly `size` bytes: a longer or shorter body, or a
+ * failing input, destroys the result with `fail(why, cause)`.
+ */
+function exact(
+  input: Readable,
+  size: number,
   signal: AbortSignal | undefined,
+  fail: (why: string, cause?: Error) => Error,
 ): Readable {
   let seen = 0;
   const out = new Transform({
     transform(chunk: Buffer, _encoding, done) {
       seen += chunk.length;
-      done(
-        seen > expected
-          ? new StoreError(`${uri}: the body is longer than its ${expected} bytes`, { uri })
-          : null,
-        chunk,
-      );
+      done(seen > size ? fail(`is longer than its ${size} bytes`) : null, chunk);
     },
     flush(done) {
-      done(
-        seen === expected
-          ? null
-          : new StoreError(`${uri}: the body ended after ${seen} of ${expected} bytes`, { uri }),
-      );
+      done(seen === size ? null : fail(`ended after ${seen} of its ${size} bytes`));
     },
   });
-  source.on('error', (error) => {
-    // The SDK reports a dropped connection as an AbortError: only the caller's abort is one.
-    out.destroy(
-      signal?.aborted
-        ? error
-        : new StoreError(
-            `${uri}: the connection failed after ${seen} of ${expected} bytes: ${error.message}`,
-            { uri, cause: error },
-          ),
-    );
-  });
-  out.on('close', () => source.destroy());
-  source.pipe(out);
-  if (signal) addAbortSignal(signal, out);
-  return out;
-}
-
-/** `input` checked to be exactly `size` bytes ({@link SourceError} otherwise). */
-function exactSource(input: Readable, size: number, signal: AbortSignal | undefined): Readable {
-  let seen = 0;
-  const out = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      seen += chunk.length;
-      done(
-        seen > size
-          ? new SourceError(`the source is longer than its declared size of ${size} bytes`)
-          : null,
-        chunk,
-      );
-    },
-    flush(done) {
-      done(
-        seen === size
-          ? null
-          : new SourceError(`the source ended after ${seen} of its declared ${size} bytes`),
-      );
-    },
-  });
-  input.on('error', (error) =>
-    out.destroy(new SourceError(`the source failed: ${error.message}`, { cause: error })),
+  input.on('error', (e) =>
+    out.destroy(fail(`failed after ${seen} of ${size} bytes: ${e.message}`, e)),
   );
   out.on('close', () => input.destroy());
   input.pipe(out);

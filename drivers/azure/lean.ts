@@ -105,21 +105,23 @@ export function parseBlobList(xml: string): LeanListPage | undefined {
   return page;
 }
 
-/** The object a Get Blob answer describes (the whole blob's size, from Content-Range when ranged). */
+/**
+ * The object an answer describes, from its headers (lower-case names): the ETag quoted, the whole
+ * blob's size from Content-Range when ranged, else `size`. `undefined` without an ETag or a size.
+ */
 export function answerInfo(
   key: string,
-  headers: Readonly<Record<string, string | string[] | undefined>>,
-  contentLength: number,
+  headers: Readonly<Record<string, unknown>>,
+  size: number | undefined,
 ): ObjectInfo | undefined {
-  const etag = headers.etag;
-  if (typeof etag !== 'string') return undefined;
-  const range = headers['content-range'];
+  const { etag, 'content-range': range, 'x-ms-version-id': versionId } = headers;
   const total = typeof range === 'string' ? /\/(\d+)$/.exec(range)?.[1] : undefined;
-  const versionId = headers['x-ms-version-id'];
+  const bytes = total === undefined ? size : Number(total);
+  if (typeof etag !== 'string' || etag === '' || bytes === undefined) return undefined;
   const modified = headers['last-modified'];
   return {
     key,
-    size: total === undefined ? contentLength : Number(total),
+    size: bytes,
     version: quoted(etag),
     etag: quoted(etag),
     versionId: typeof versionId === 'string' ? versionId : undefined,
