@@ -8,7 +8,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import type { BlobServiceClient, ContainerClient, PipelinePolicy } from '@azure/storage-blob';
+import type { PipelinePolicy } from '@azure/core-rest-pipeline';
+import type { BlobServiceClient, ContainerClient } from '@azure/storage-blob';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
