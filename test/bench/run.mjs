@@ -5,6 +5,7 @@
 //                                          test/bench/results/latest.json and docs/performance.md
 //   node test/bench/run.mjs --quick        small sizes, 2 runs, writes nothing (a smoke test)
 //   node test/bench/run.mjs --cases 1,3    some cases only (writes nothing unless --write)
+//   node test/bench/run.mjs --cases 8      the Azure cases on Azurite only (test/bench/azure.mjs)
 //
 // Why it is built this way:
 // - These machines are noisy (other work shares the cores; absolute times drift ±15% between
@@ -51,7 +52,7 @@ const SMALL_BUCKET = 'provcat-bench-small-v1';
 
 const { values: opt } = parseArgs({
   options: {
-    cases: { type: 'string', default: '1,2,3,4,5,6,7' },
+    cases: { type: 'string', default: '1,2,3,4,5,6,7,8' },
     runs: { type: 'string' },
     'big-runs': { type: 'string' },
     'heavy-runs': { type: 'string' },
@@ -88,7 +89,7 @@ const BIG_RUNS = Number(opt['big-runs'] ?? (quick ? 1 : 3));
 /** Counted runs of the 10,000-file cases (2 and 3b): each round takes minutes on 2 cores. */
 const HEAVY_RUNS = Number(opt['heavy-runs'] ?? (quick ? 1 : 3));
 const BIG_BYTES = Number(opt['big-mib'] ?? (quick ? 64 : 1024)) * MiB;
-const FULL = !quick && selected.size === 7 && opt['big-mib'] === undefined;
+const FULL = !quick && selected.size === 8 && opt['big-mib'] === undefined;
 const WRITE = opt['no-write'] ? false : (opt.write ?? FULL);
 /** The two small-object folders: files × bytes. */
 const SMALL_A = quick ? { files: 200, size: 4 * KiB } : { files: 1000, size: 4 * KiB };
@@ -1206,6 +1207,18 @@ try {
     }
   }
 
+  if (selected.has('8')) {
+    // Azure on Azurite (test/bench/azure.mjs): its own server, whose CPU is measured meanwhile.
+    const { azureCases } = await import('./azure.mjs');
+    const helpers = { runCase, tool, freshDir, expectFolder, lastJson, runTimed, runQuiet, rm };
+    const setServerPids = (pids) => {
+      serverPids = pids;
+    };
+    const more = { ...helpers, log, cleanups, CLI, RUNS, folder: A, setServerPids };
+    cases.push(...(await azureCases(more, env)));
+    serverPids = findServerPids();
+  }
+
   const result = {
     benchmark: 'provcat-bench/1',
     date: new Date().toISOString(),
@@ -1225,6 +1238,7 @@ try {
     ...extra,
   };
   result.targets = targets(result);
+  if (selected.has('8')) result.targets.push(...(await import('./azure.mjs')).azureTargets(result));
   const { renderMarkdown, table } = await import('./report.mjs');
   process.stdout.write(`${table(result)}\n`);
   if (WRITE) {
