@@ -28,6 +28,8 @@
  * **Resumes** (src/lake): an existing upload reference and the parts an earlier attempt had
  * acknowledged (`trusted`: kept unsent when their SHA-256 still matches the source), `onPart`
  * after each acknowledged part (a checkpoint write; its bytes count as progress only after it).
+ * A trusted part that no longer matches is sent again — except on a `sequential` protocol, whose
+ * committed bytes are final: that is {@link SourceChanged}, and the upload must start afresh.
  *
  * **Failure and cancellation.** On the first failure no part starts, the parts in flight are
  * cancelled, and once each settled the upload is aborted, so nothing is left behind to be billed;
@@ -41,6 +43,7 @@ import type { CompletedPart, ObjectInfo, PartProtocol } from '../driver.js';
 import {
   PartLimitExceeded,
   type ProvcatError,
+  SourceChanged,
   type StalledUploadOutcome,
   StoreError,
   UploadStalled,
@@ -241,6 +244,14 @@ export async function uploadParts(
             if (trusted.sha256 === sha256) {
               await acknowledge(current, trusted.token, sha256, false);
               return;
+            }
+            if (protocol.sequential) {
+              // Bytes a session committed are final: sending the part again would leave the
+              // store's bytes, not these, under a digest of these.
+              throw new SourceChanged(
+                `${target.uri}: part ${current.number} of the source differs from what the ${protocol.name} already committed`,
+                { uri: target.uri },
+              );
             }
             target.debug(
               `upload of ${target.uri}: part ${current.number} differs from the checkpoint; sending it again`,
