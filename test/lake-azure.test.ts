@@ -320,7 +320,15 @@ describeAzurite('Azure stage on Azurite', () => {
     });
     await expect(upload).rejects.toMatchObject({ name: 'AbortError' });
     expect(proxy.count('PutBlock')).toBeGreaterThan(0);
-    expect(proxy.count('PutBlockList')).toBe(0);
+    expect(await committed(container, `${PREFIX}/`)).toEqual(before);
+    // The abort discarded the staged blocks (an empty commit, deleted at once). A block whose
+    // request was cancelled after its body was sent can still land after that (as on S3, where
+    // AWS says an abort may have to be repeated): it is then listed, and the next abort (what
+    // garbage collection runs) removes it.
+    for await (const u of s.openUploads()) await s.abortUpload(u);
+    const open = [];
+    for await (const u of s.openUploads()) open.push(u.key);
+    expect(open).toEqual([]);
     expect(await committed(container, `${PREFIX}/`)).toEqual(before);
   });
 
@@ -392,7 +400,8 @@ describeAzurite('Azure stage on Azurite', () => {
     const missing = Array.from({ length: total }, (_, i) => i + 1).filter(
       (n) => !checkpoint.parts.some((p) => p.number === n),
     );
-    expect([...proxy.blocks].sort((a, b) => a - b)).toEqual(missing);
+    // Only the missing blocks were sent (a loaded machine may make the SDK resend one).
+    expect([...new Set(proxy.blocks)].sort((a, b) => a - b)).toEqual(missing);
     expect(proxy.count('PutBlockList')).toBe(1);
     expect(await drainTo(stage(), loc)).toEqual({ size: loc.sizeBytes, sha256: expected });
     expect((await readdir(cpDir)).filter((f) => f.endsWith('.json'))).toEqual([]);

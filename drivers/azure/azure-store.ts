@@ -88,6 +88,11 @@ export class AzureStore extends ObjectStore {
   private readonly lean: LeanReads | undefined;
   private readonly blockLists = new Map<string, AzureBlocks>();
 
+  /** Whether reads (Get Blob, List Blobs) go the lean path (lean.ts) rather than the SDK. */
+  get leanReads(): boolean {
+    return this.lean !== undefined;
+  }
+
   /** Throws RangeError for a configuration that names no account. Makes no network call. */
   constructor(options: AzureStoreOptions = {}) {
     super(options);
@@ -347,12 +352,17 @@ export class AzureStore extends ObjectStore {
     if (o.signal?.aborted) onAbort();
     o.signal?.addEventListener('abort', onAbort, { once: true });
     let failed: unknown;
-    const checked = (input: Readable) =>
-      exact(input, size, o.signal, (why, cause) => {
+    const checked = (input: Readable) => {
+      const out = exact(input, size, o.signal, (why, cause) => {
         failed ??= new SourceError(`the source ${why}`, { cause });
         request.abort(failed);
         return failed as Error;
       });
+      // The request reads `out` with pipe(), which leaves its errors to us: they are `failed`.
+      return out.on('error', (error) => {
+        failed ??= error;
+      });
+    };
     let sent = false;
     const once = (input: Readable) => () => {
       if (sent) throw new SourceError('a stream source cannot be sent twice');
@@ -406,12 +416,18 @@ export class AzureStore extends ObjectStore {
         });
       }
     }
-    await this.call({ container: c, key, op: 'delete' }, (s, sdk) => {
-      const blob = this.blob(s, sdk, c, key);
-      return versionId === undefined
-        ? blob.delete({ conditions: { ifMatch: version }, abortSignal: signal })
-        : blob.withVersion(versionId).delete({ abortSignal: signal });
-    });
+    try {
+      await this.call({ container: c, key, op: 'delete' }, (s, sdk) => {
+        const blob = this.blob(s, sdk, c, key);
+        return versionId === undefined
+          ? blob.delete({ conditions: { ifMatch: version }, abortSignal: signal })
+          : blob.withVersion(versionId).delete({ abortSignal: signal });
+      });
+    } catch (error) {
+      // Azurite answers a missing blob's conditional delete with 412: NotFound if it is gone.
+      if (error instanceof PreconditionFailed) await this._head(c, key, o);
+      throw error;
+    }
   }
 
   /**

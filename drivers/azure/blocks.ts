@@ -5,9 +5,9 @@
  * - An upload is a random token made locally (Azure has no "create upload" call); block IDs are
  *   Base64 of `<token>-<part number, 5 digits>`: all of one length, as Azure requires, and
  *   telling this upload's blocks from any other's.
- * - Nothing is visible before Put Block List; uncommitted blocks cannot be deleted, so `abort`
- *   sends nothing and Azure drops them after 7 days. Managed uploads use fresh random keys, so a
- *   later upload never commits an earlier one's blocks.
+ * - Nothing is visible before Put Block List. Uncommitted blocks cannot be deleted one by one;
+ *   `abort` discards them by committing an empty list where no blob exists, then deletes that
+ *   empty blob. A crash leaves them to Azure, which drops them after 7 days.
  * - `listParts` is Get Block List (all): committed blocks mean the upload was completed (its
  *   response lost) — `'gone'`, and the stage verifies the object; a blob without any block is
  *   `'gone'` too (never started, or expired).
@@ -30,7 +30,7 @@ import type {
   UploadObjectOptions,
 } from '../../src/driver.js';
 import { isAbort, NotFound, StoreError } from '../../src/errors.js';
-import { type AzureErrorContext, azUriText, mapAzureError } from './errors.js';
+import { type AzureErrorContext, azUriText, mapAzureError, statusOf } from './errors.js';
 
 const MiB = 1024 * 1024;
 
@@ -89,13 +89,12 @@ export class AzureBlocks implements PartProtocol {
     const id = blockId(upload, part.number);
     const { body, restream } = part;
     let sent = false;
+    // A throw from the body factory fails that attempt (a stream piped into the request would
+    // have no error handler); the engine then sends the part again from a fresh stream.
     const factory =
       body instanceof Readable
         ? () => {
-            if (sent)
-              return failing(
-                new StoreError(`block ${part.number} cannot be resent from its stream`),
-              );
+            if (sent) throw new StoreError(`block ${part.number} cannot be resent from its stream`);
             sent = true;
             return body;
           }
@@ -148,27 +147,36 @@ export class AzureBlocks implements PartProtocol {
     return { key, size: options.size, version: r.etag, etag: r.etag, versionId: r.versionId };
   }
 
-  async abort(key: string, _upload: string, _options: SignalOptions = {}): Promise<void> {
-    await this.target.blob(key, 'abort upload'); // the offline guard; nothing to delete
+  /**
+   * Azure cannot delete uncommitted blocks, but committing an empty block list discards them:
+   * Put Block List of nothing with `If-None-Match: *` (so a blob already there, a completed
+   * upload, is never touched), then the empty blob (and its version) is deleted at once. A block
+   * whose cancelled request the service applies only after this lands as a new open upload, as
+   * a part can on S3: {@link listUploads} shows it, and aborting again removes it.
+   */
+  async abort(key: string, _upload: string, options: SignalOptions = {}): Promise<void> {
+    const abortSignal = options.signal;
+    await this.send('abort upload', key, async (b) => {
+      let r: Awaited<ReturnType<BlockBlobClient['commitBlockList']>>;
+      try {
+        r = await b.commitBlockList([], { conditions: { ifNoneMatch: '*' }, abortSignal });
+      } catch (error) {
+        if (statusOf(error) === 409 || statusOf(error) === 412) return; // a blob is there
+        throw error;
+      }
+      await b.delete({ conditions: { ifMatch: r.etag }, abortSignal });
+      if (r.versionId) await b.withVersion(r.versionId).delete({ abortSignal });
+    });
   }
 
   /**
    * Blobs under `prefix` that hold uncommitted blocks only (List Blobs with
    * `include=uncommittedblobs`). The upload token is not in that listing; `''` stands for it, and
-   * {@link abort} needs none.
+   * {@link abort} needs none (it discards every uncommitted block of the blob).
    */
   async *listUploads(prefix: string, options: SignalOptions = {}): AsyncIterable<OpenUpload> {
     for await (const b of this.target.uncommitted(prefix, options.signal)) {
       yield { key: b.key, upload: '', initiated: b.lastModified };
     }
   }
-}
-
-/** A stream that fails at once with `error`. */
-function failing(error: Error): Readable {
-  return new Readable({
-    read() {
-      this.destroy(error);
-    },
-  });
 }
