@@ -265,38 +265,38 @@ export class LeanReads {
   }
 }
 
+/** A GetResult of a lean answer (`undefined` without an ETag: the SDK then decides). */
 function leanResult(key: string, res: Http1Response | WholeResponse): GetResult | undefined {
   const info = answerInfo(key, res.headers, res.contentLength);
-  const contentRange = res.headers['content-range'];
+  if (!info) {
+    if (!('body' in res)) res.discard();
+    return undefined;
+  }
+  const base = {
+    info,
+    contentLength: res.contentLength,
+    contentRange: res.headers['content-range'],
+  };
+  // The Readable is made only when asked for: the cache reads `bytes` or through `pipeTo`.
+  let body: Readable | undefined;
   if ('body' in res) {
-    if (!info) return undefined;
     const bytes = res.body;
-    let body: Readable | undefined;
     return {
+      ...base,
+      bytes,
+      release: res.release,
       get body() {
         body ??= Readable.from([bytes], { objectMode: false });
         return body;
       },
-      bytes,
-      release: res.release,
-      info,
-      contentLength: res.contentLength,
-      contentRange,
     };
   }
-  if (!info) {
-    res.discard();
-    return undefined;
-  }
-  let body: Readable | undefined;
   return {
+    ...base,
+    pipeTo: (sink) => res.pipeTo(sink).finally(() => body?.destroy()),
     get body() {
       body ??= responseReadable(res);
       return body;
     },
-    pipeTo: (sink) => res.pipeTo(sink).finally(() => body?.destroy()),
-    info,
-    contentLength: res.contentLength,
-    contentRange,
   };
 }
