@@ -92,6 +92,8 @@ export interface UploadPartsOptions {
   /** Highest part number (default: the protocol's). */
   maxParts?: number | undefined;
   contentType?: string | undefined;
+  /** The SHA-256 to record with the object at create (see `PutOptions.sha256`). */
+  sha256?: string | undefined;
   /** Continue this existing upload instead of creating one. */
   upload?: string | undefined;
   /** Parts acknowledged by an earlier attempt: kept, unsent, when their digest still matches. */
@@ -142,10 +144,12 @@ export async function createUpload(
   target: UploadTarget,
   contentType: string | undefined,
   size?: number,
+  sha256?: string,
 ): Promise<string> {
   const upload = await target.protocol.create(target.key, {
     contentType,
     size,
+    sha256,
     signal: AbortSignal.timeout(ABORT_TIMEOUT_MS),
   });
   target.debug(`${target.protocol.name} ${upload} created for ${target.uri}`);
@@ -212,7 +216,7 @@ export async function uploadParts(
     }
     signal.throwIfAborted();
     if (upload === undefined) {
-      upload = await createUpload(target, options.contentType, source.size);
+      upload = await createUpload(target, options.contentType, source.size, options.sha256);
       signal.throwIfAborted();
     }
     const ref = upload;

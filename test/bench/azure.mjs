@@ -1,13 +1,13 @@
-// Case 8 of `npm run bench` (issue 18): provcat's Azure driver on Azurite, side by side with
+// Case 9 of `npm run bench` (issue 18, optional: `--cases 9`): provcat's Azure driver on Azurite, side by side with
 // rclone's azureblob backend (`use_emulator`) and a raw @azure/storage-blob loop, as ratios.
 //
-//   node test/bench/run.mjs --cases 8            this case only (writes nothing unless --write)
+//   node test/bench/run.mjs --cases 9            this case only (writes nothing unless --write)
 //   node test/bench/azure.mjs --raw --url URL --container C --prefix P/ --dest DIR
 //                                                the raw SDK peer (what run.mjs times)
 //
 // How: Azurite starts standalone (`npm run server:azurite -- --port PORT`, in-memory) for the
 // case and stops after it; its CPU is the "server CPU" column. 1,000 × 4 KiB objects are seeded
-// through the SDK in the same layout as the S3 cases. 8a is a cold folder fetch, 8b an unchanged
+// through the SDK in the same layout as the S3 cases. 9a is a cold folder fetch, 9b an unchanged
 // refetch. provcat reads with the driver's defaults (lean reads signed with the account key);
 // one extra, untimed run goes through a counting proxy for the request count. The raw SDK loop is
 // plain BlobServiceClient.fromConnectionString, a listing, then download() 16 at a time streamed
@@ -230,7 +230,7 @@ export async function azureCases(h, env) {
   const name = `${folder.files.toLocaleString('en')} × ${folder.size / 1024} KiB`;
   const out = [
     await h.runCase(
-      { id: '8a', title: `Azure (Azurite): cold folder fetch, ${name}`, tools: cold, runs: h.RUNS },
+      { id: '9a', title: `Azure (Azurite): cold folder fetch, ${name}`, tools: cold, runs: h.RUNS },
       azEnv,
     ),
   ];
@@ -267,7 +267,7 @@ export async function azureCases(h, env) {
   out.push(
     await h.runCase(
       {
-        id: '8b',
+        id: '9b',
         title: `Azure (Azurite): unchanged refetch, ${name}`,
         tools: again,
         runs: h.RUNS,

@@ -5,7 +5,10 @@
 //                                          test/bench/results/latest.json and docs/performance.md
 //   node test/bench/run.mjs --quick        small sizes, 2 runs, writes nothing (a smoke test)
 //   node test/bench/run.mjs --cases 1,3    some cases only (writes nothing unless --write)
-//   node test/bench/run.mjs --cases 8      the Azure cases on Azurite only (test/bench/azure.mjs)
+//   node test/bench/run.mjs --cases 8      the optional case 8: undici against the hand-written
+//                                          HTTP/1.1 client (test/bench/undici-vs-http1.mjs)
+//   node test/bench/run.mjs --cases 9      the optional case 9: the Azure driver on Azurite
+//                                          (test/bench/azure.mjs)
 //
 // Why it is built this way:
 // - These machines are noisy (other work shares the cores; absolute times drift ±15% between
@@ -52,7 +55,7 @@ const SMALL_BUCKET = 'provcat-bench-small-v1';
 
 const { values: opt } = parseArgs({
   options: {
-    cases: { type: 'string', default: '1,2,3,4,5,6,7,8' },
+    cases: { type: 'string', default: '1,2,3,4,5,6,7' },
     runs: { type: 'string' },
     'big-runs': { type: 'string' },
     'heavy-runs': { type: 'string' },
@@ -77,6 +80,7 @@ if (opt.help) {
       '  --quick   small sizes and 2 runs (a smoke test of the harness); writes nothing',
       '  --write   write results/latest.json and docs/performance.md (default: full runs only)',
       '  --clean   delete the small-object bucket at the end (it is kept to skip re-seeding)',
+      '  case 8 (not in the default list): undici against the hand-written HTTP/1.1 client',
       '',
     ].join('\n'),
   );
@@ -89,7 +93,7 @@ const BIG_RUNS = Number(opt['big-runs'] ?? (quick ? 1 : 3));
 /** Counted runs of the 10,000-file cases (2 and 3b): each round takes minutes on 2 cores. */
 const HEAVY_RUNS = Number(opt['heavy-runs'] ?? (quick ? 1 : 3));
 const BIG_BYTES = Number(opt['big-mib'] ?? (quick ? 64 : 1024)) * MiB;
-const FULL = !quick && selected.size === 8 && opt['big-mib'] === undefined;
+const FULL = !quick && selected.size === 7 && opt['big-mib'] === undefined;
 const WRITE = opt['no-write'] ? false : (opt.write ?? FULL);
 /** The two small-object folders: files × bytes. */
 const SMALL_A = quick ? { files: 200, size: 4 * KiB } : { files: 1000, size: 4 * KiB };
@@ -1033,6 +1037,24 @@ try {
     );
   }
 
+  if (selected.has('8')) {
+    // Its own rounds, processes and bucket (test/bench/undici-vs-http1.mjs); kept as its JSON.
+    const argv = ['node', path.join(here, 'undici-vs-http1.mjs')];
+    if (quick) argv.push('--quick');
+    if (opt.runs !== undefined) argv.push('--runs', opt.runs);
+    log('case 8: undici against the hand-written HTTP/1.1 client');
+    const r = spawnSync(argv[0], argv.slice(1), {
+      env,
+      encoding: 'utf8',
+      maxBuffer: 64 * MiB,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    if (r.status !== 0) throw new Error(`undici-vs-http1.mjs exited with ${r.status}`);
+    const out = r.stdout;
+    extra.undiciVsHttp1 = lastJson(out);
+    process.stderr.write(`${out.slice(0, out.trimEnd().lastIndexOf('\n'))}\n`);
+  }
+
   const needBig = selected.has('4') || selected.has('5');
   if (needBig) {
     const bigBucket = `provcat-bench-big-${randomBytes(4).toString('hex')}`;
@@ -1208,7 +1230,7 @@ try {
     }
   }
 
-  if (selected.has('8')) {
+  if (selected.has('9')) {
     // Azure on Azurite (test/bench/azure.mjs): its own server, whose CPU is measured meanwhile.
     const { azureCases } = await import('./azure.mjs');
     const helpers = { runCase, tool, freshDir, expectFolder, lastJson, runTimed, runQuiet, rm };
@@ -1239,7 +1261,7 @@ try {
     ...extra,
   };
   result.targets = targets(result);
-  if (selected.has('8')) result.targets.push(...(await import('./azure.mjs')).azureTargets(result));
+  if (selected.has('9')) result.targets.push(...(await import('./azure.mjs')).azureTargets(result));
   const { renderMarkdown, table } = await import('./report.mjs');
   process.stdout.write(`${table(result)}\n`);
   if (WRITE) {
