@@ -1,12 +1,13 @@
 /**
  * The CLI with `az://` URIs, as a script runs it: `mb` on Azurite (and its refusal of
- * `--versioning` there), put, stat, ls, walk, fetch (a refetch transfers nothing), rm, a pin
+ * `--versioning` there), put, stat, ls, walk, fetch (a refetch transfers nothing), push (a second
+ * push of an unchanged folder sends nothing), rm, a pin
  * refused with the reason, managed upload/cat/verify with an `az://` stage; and on the versions
  * server pin, commit, log and branch. Configuration comes from AZURE_STORAGE_CONNECTION_STRING,
  * as a user's would.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,6 +84,16 @@ describeAzurite('provcat CLI on Azurite (az://)', () => {
     const pin = await run('pin', `az://${c}/d/x.txt`);
     expect(pin.code).toBe(11);
     expect(pin.err).toMatch(/^provcat: NotSupported: .*keeps no versions/);
+    // push: the SHA-256 each put records (blob metadata, in the listing) skips what is unchanged.
+    const tree = path.join(dir, 'tree');
+    mkdirSync(path.join(tree, 'sub'), { recursive: true });
+    writeFileSync(path.join(tree, 'a.txt'), 'a');
+    writeFileSync(path.join(tree, 'sub', 'b.txt'), 'b');
+    expect(await json('push', tree, `az://${c}/pushed/`)).toMatchObject({ uploaded: 2 });
+    expect(await json('push', tree, `az://${c}/pushed/`)).toMatchObject({
+      uploaded: 0,
+      skipped: 2,
+    });
     expect(await json('rm', `az://${c}/d/x.txt`)).toMatchObject({ deleted: true });
     expect((await run('stat', `az://${c}/d/x.txt`)).code).toBe(3);
   });

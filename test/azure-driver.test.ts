@@ -149,7 +149,8 @@ describe('azure configuration', () => {
     const xml =
       '<?xml version="1.0"?><EnumerationResults><Blobs><BlobPrefix><Name>p/&amp;/</Name></BlobPrefix>' +
       '<Blob><Name>p/a&lt;b&#x1F600;</Name><Properties><Last-Modified>Tue, 01 Dec 2026 15:20:28 GMT</Last-Modified>' +
-      '<Etag>0x8D1</Etag><Content-Length>12</Content-Length></Properties></Blob>' +
+      '<Etag>0x8D1</Etag><Content-Length>12</Content-Length></Properties>' +
+      `<Metadata><sha256>${'ab'.repeat(32)}</sha256></Metadata></Blob>` +
       '<Blob><Name Encoded="true">p%2Fc%01</Name><Properties><Etag>0x8D2</Etag><Content-Length>0</Content-Length></Properties></Blob>' +
       '</Blobs><NextMarker>p/a&amp;</NextMarker></EnumerationResults>';
     const page = parseBlobList(xml);
@@ -158,6 +159,7 @@ describe('azure configuration', () => {
       ['p/a<b\u{1F600}', 12, '"0x8D1"'],
       ['p/c\u0001', 0, '"0x8D2"'],
     ]);
+    expect(page?.blobs.map((b) => b.sha256)).toEqual(['ab'.repeat(32), undefined]);
     expect(page?.next).toBe('p/a&');
     expect(parseBlobList('<Error/>')).toBeUndefined();
     expect(

@@ -78,8 +78,11 @@ const mapped = (ctx: AzureErrorContext) => (error: unknown) => {
 export class AzureStore extends ObjectStore {
   readonly scheme = 'az';
   readonly driver = 'azure';
-  /** Versions work on containers of accounts with blob versioning; byte ranges always. */
-  readonly capabilities: D.Capabilities = { versions: true, ranges: true };
+  /**
+   * Versions work on containers of accounts with blob versioning; byte ranges always; a put's
+   * SHA-256 is kept as blob metadata `sha256`, and comes back on HEAD and in listings.
+   */
+  readonly capabilities: D.Capabilities = { versions: true, ranges: true, sha256Metadata: true };
   /** The blob service URL. */
   readonly endpoint: string;
   private readonly config: AzureConfig | undefined;
@@ -200,7 +203,7 @@ export class AzureStore extends ObjectStore {
   override async _head(c: string, key: string, o: Opts = {}): Promise<D.ObjectInfo> {
     return this.call({ container: c, key, op: 'head' }, async (s, sdk) => {
       const r = await this.blob(s, sdk, c, key).getProperties({ abortSignal: o.signal });
-      return { ...info(key, fields(r)), lastModified: r.lastModified };
+      return { ...info(key, fields(r)), lastModified: r.lastModified, sha256: r.metadata?.sha256 };
     });
   }
 
@@ -250,7 +253,7 @@ export class AzureStore extends ObjectStore {
     if (lean) return lean;
     return this.call({ container: c, key: prefix, op: 'list' }, async (s) => {
       const container = s.getContainerClient(c);
-      const options = { prefix: prefix || undefined, abortSignal: signal };
+      const options = { prefix: prefix || undefined, includeMetadata: true, abortSignal: signal };
       const pages = delimiter
         ? container.listBlobsByHierarchy(delimiter, options)
         : container.listBlobsFlat(options);
@@ -260,6 +263,7 @@ export class AzureStore extends ObjectStore {
       const blobs = segment.blobItems.map((b) => ({
         ...info(b.name, fields(b.properties)),
         lastModified: b.properties.lastModified,
+        sha256: b.metadata?.sha256,
       }));
       const prefixes = (segment.blobPrefixes ?? []).map((x) => x.name);
       return { prefixes, blobs, next: r.continuationToken || undefined };
@@ -380,6 +384,7 @@ export class AzureStore extends ObjectStore {
         const r = await this.blob(s, sdk, c, key).upload(body, size, {
           blobHTTPHeaders: { blobContentType: o.contentType },
           conditions: op === 'create' ? { ifNoneMatch: '*' } : undefined,
+          metadata: o.sha256 ? { sha256: o.sha256 } : undefined,
           abortSignal: request.signal,
           onProgress: (p) => o.onProgress?.(p.loadedBytes),
         });

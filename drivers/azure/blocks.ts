@@ -80,9 +80,14 @@ export class AzureBlocks implements PartProtocol {
     }
   }
 
-  async create(key: string, _options: UploadObjectOptions): Promise<string> {
+  /** The SHA-256 each upload of this process records at `complete` (a put's). */
+  private readonly sha256 = new Map<string, string>();
+
+  async create(key: string, options: UploadObjectOptions): Promise<string> {
     await this.target.blob(key, 'create upload'); // the offline guard; no request
-    return randomBytes(12).toString('hex');
+    const upload = randomBytes(12).toString('hex');
+    if (options.sha256) this.sha256.set(upload, options.sha256);
+    return upload;
   }
 
   async putPart(key: string, upload: string, part: PartUpload): Promise<string> {
@@ -132,16 +137,22 @@ export class AzureBlocks implements PartProtocol {
 
   async complete(
     key: string,
-    _upload: string,
+    upload: string,
     parts: readonly CompletedPart[],
     options: UploadObjectOptions & { size: number },
   ): Promise<ObjectInfo> {
+    const sha256 = this.sha256.get(upload);
     const r = await this.send('PutBlockList', key, (b) =>
       b.commitBlockList(
         parts.map((p) => p.token),
-        { blobHTTPHeaders: { blobContentType: options.contentType }, abortSignal: options.signal },
+        {
+          blobHTTPHeaders: { blobContentType: options.contentType },
+          metadata: sha256 ? { sha256 } : undefined,
+          abortSignal: options.signal,
+        },
       ),
     );
+    this.sha256.delete(upload);
     if (!r.etag)
       throw new StoreError(`PutBlockList ${azUriText(this.container, key)} returned no ETag`);
     return { key, size: options.size, version: r.etag, etag: r.etag, versionId: r.versionId };
@@ -154,7 +165,8 @@ export class AzureBlocks implements PartProtocol {
    * whose cancelled request the service applies only after this lands as a new open upload, as
    * a part can on S3: {@link listUploads} shows it, and aborting again removes it.
    */
-  async abort(key: string, _upload: string, options: SignalOptions = {}): Promise<void> {
+  async abort(key: string, upload: string, options: SignalOptions = {}): Promise<void> {
+    this.sha256.delete(upload);
     const abortSignal = options.signal;
     await this.send('abort upload', key, async (b) => {
       let r: Awaited<ReturnType<BlockBlobClient['commitBlockList']>>;

@@ -92,7 +92,9 @@ export function parseBlobList(xml: string): LeanListPage | undefined {
     if (!Number.isSafeInteger(size) || !etag) return undefined;
     const modified = field(body as string, 'Last-Modified');
     const version = quoted(xmlText(etag, false));
+    const sha256 = field(body as string, 'sha256');
     page.blobs.push({
+      ...(sha256 === undefined ? {} : { sha256 }),
       key,
       size,
       version,
@@ -191,6 +193,7 @@ export class LeanReads {
       ['restype', 'container'],
       ['comp', 'list'],
       ['maxresults', String(o.limit)],
+      ['include', 'metadata'],
     ];
     if (o.prefix !== '') query.push(['prefix', o.prefix]);
     if (o.delimiter !== undefined) query.push(['delimiter', o.delimiter]);

@@ -292,21 +292,21 @@ export function azureTargets(result) {
   };
   add(
     'Azure cold 1,000 × 4 KiB: provcat / rclone',
-    '8a',
+    '9a',
     'provcat fetch',
     'rclone copy --transfers 16',
     1.0,
   );
   add(
     'Azure cold 1,000 × 4 KiB: provcat / raw SDK loop',
-    '8a',
+    '9a',
     'provcat fetch',
     'raw SDK loop (16 at a time)',
     0.6,
   );
   add(
     'Azure unchanged refetch 1,000 × 4 KiB: provcat / rclone default',
-    '8b',
+    '9b',
     'provcat fetch (cached)',
     'rclone copy (default)',
     0.5,
