@@ -21,6 +21,7 @@ import {
   resolveAzureConfig,
   Utf8Order,
 } from '../drivers/azure/index.js';
+import { azureStageKind } from '../drivers/azure/stage-kind.js';
 import { commitFolder } from '../src/commits/commit.js';
 import { loadCommit } from '../src/commits/load.js';
 import { logFolder } from '../src/commits/log.js';
@@ -36,6 +37,7 @@ import {
 } from '../src/errors.js';
 import { compareUtf8 } from '../src/keys.js';
 import { type Stage, stageFromDescriptor } from '../src/lake/index.js';
+import type { StageDescriptor } from '../src/lake/kinds.js';
 import { conformance } from './conformance/index.js';
 import { tempCache } from './conformance/store.js';
 import { randomPrefix } from './conformance/target.js';
@@ -578,7 +580,12 @@ if (!live) {
       name: `azure on ${live}`,
       store: (o) => new AzureStore({ ...o }),
       bucket: live,
-      flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
+      flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true, parts: true },
+      stage: ({ prefix }) =>
+        stageFromDescriptor(
+          azureStageKind.fromString?.(`az://${live}/${prefix}/`, process.env) as StageDescriptor,
+          { partSize: 1024 * 1024 },
+        ) as Stage,
     });
   });
 }
