@@ -19,7 +19,7 @@
  *
  * @module
  */
-import { createHmac } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import http, { type IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ByteRange, GetResult, ObjectInfo } from '../../src/driver.js';
@@ -134,7 +134,7 @@ export function answerInfo(
 /** Signed reads of one account (see the module comment). */
 export class LeanReads {
   private readonly base: URL;
-  private readonly key: Buffer;
+  private readonly key: KeyObject;
   private readonly pool: Http1Pool;
   private readonly agent: http.Agent;
 
@@ -146,7 +146,7 @@ export class LeanReads {
     private readonly debug: (message: string) => void,
   ) {
     this.base = new URL(endpoint);
-    this.key = Buffer.from(key, 'base64');
+    this.key = createSecretKey(Buffer.from(key, 'base64')); // imported once, not per request
     this.pool = new Http1Pool({ maxIdlePerOrigin: sockets });
     const Agent = this.base.protocol === 'https:' ? nodeHttps().Agent : http.Agent;
     this.agent = new Agent({ keepAlive: true, maxSockets: sockets });
