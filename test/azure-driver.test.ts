@@ -6,6 +6,7 @@
  * Azurite's UTF-16 order, downloads cut mid-body, 409 and 412 on create, concurrent commits.
  * An env-gated suite runs against a real account (PROVCAT_TEST_AZURE_CONTAINER).
  */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { PipelinePolicy } from '@azure/core-rest-pipeline';
@@ -328,6 +329,29 @@ describeAzurite('azure driver on Azurite', () => {
         }
         expect(files).toEqual(['a', 'z', '\uff61', '\u{1F600}a', '\u{1F600}b']);
         expect(folders).toEqual(['\uff61/', '\u{1F600}/']);
+      }
+    });
+
+    it('a folder fetch and refetch with lean reads never load the SDK; with PROVCAT_AZURE_LEAN=0 they do', async () => {
+      const p = randomPrefix();
+      for (const k of ['a.txt', 'sub/b.txt']) await store._put(name, `${p}${k}`, Buffer.from(k));
+      const probe = new URL('./fixtures/azure-lean-probe.mjs', import.meta.url).pathname;
+      for (const lean of ['1', '0']) {
+        const env = {
+          ...process.env,
+          AZURE_STORAGE_CONNECTION_STRING: azureTarget().connectionString,
+          PROVCAT_CACHE_DIR: tempCache(),
+          PROVCAT_AZURE_LEAN: lean,
+        };
+        const out = await new Promise<string>((resolve, reject) =>
+          execFile(process.execPath, [probe, `az://${name}/${p}`], { env }, (error, stdout) =>
+            error ? reject(error) : resolve(stdout),
+          ),
+        );
+        const r = JSON.parse(out);
+        expect(r.first).toMatchObject({ files: 2, downloaded: 2 });
+        expect(r.again).toMatchObject({ files: 2, downloaded: 0 });
+        expect(r.sdk).toBe(lean === '0');
       }
     });
 
