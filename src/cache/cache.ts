@@ -70,6 +70,7 @@ import { StoreError, UriError } from '../errors.js';
 import { fsyncDir, TEMP_PREFIX, tempPathFor, writeFileAtomic } from '../fs-atomic.js';
 import { FileSink } from '../net/file-sink.js';
 import { segmentProblem } from '../uri.js';
+import { checkDigest, digestOf, type ExpectedContent, hasherFor } from './content-digest.js';
 
 /** Options of {@link Cache}. */
 export interface CacheOptions {
@@ -333,7 +334,9 @@ export class Cache {
    * Download a GET's body into the blob for (`key`, `identity`): temp file, fsync, rename. The
    * blob appears only complete; `expectedSize` guards against a body cut short. A result with
    * `bytes` (read whole) is written from them, one with `pipeTo` (reused read buffers) from
-   * that, else from `body`. Returns the blob path.
+   * that, else from `body`. With `digest`, the bytes are hashed as they are written and the
+   * blob appears only when they match (else `ObjectIntegrityError('DigestMismatch')`, and
+   * nothing is left). Returns the blob path.
    */
   async installBlob(
     blob: string,
@@ -341,21 +344,28 @@ export class Cache {
     expectedSize: number,
     onBytes?: (n: number) => void,
     signal?: AbortSignal,
+    digest?: ExpectedContent,
   ): Promise<string> {
     if (res.bytes) {
-      if (res.bytes.length !== expectedSize) {
+      try {
+        if (res.bytes.length !== expectedSize) {
+          throw new StoreError(
+            `download of ${res.bytes.length} bytes, ${expectedSize} expected; nothing was cached`,
+          );
+        }
+        if (digest) checkDigest(digest, digestOf(digest.algorithm, res.bytes));
+      } catch (error) {
         res.release?.();
-        throw new StoreError(
-          `download of ${res.bytes.length} bytes, ${expectedSize} expected; nothing was cached`,
-        );
+        throw error;
       }
       return this.writeSmallBlob(blob, [res.bytes], expectedSize, onBytes, res.release);
     }
-    if (res.pipeTo) return this.installFromSink(blob, res.pipeTo, expectedSize, onBytes);
+    if (res.pipeTo) return this.installFromSink(blob, res.pipeTo, expectedSize, onBytes, digest);
     const body = res.body;
     if (expectedSize <= SMALL_BLOB_BYTES) {
-      return this.installSmallBlob(blob, body, expectedSize, onBytes, signal);
+      return this.installSmallBlob(blob, body, expectedSize, onBytes, signal, digest);
     }
+    const hash = hasherFor(digest);
     const temp = tempPathFor(blob);
     // Read-only from the start: the mode applies to later opens, not to this descriptor.
     const handle = await this.inDir(path.dirname(blob), () =>
@@ -383,6 +393,7 @@ export class Cache {
       };
       for await (const chunk of body as AsyncIterable<Buffer>) {
         signal?.throwIfAborted();
+        hash?.update(chunk);
         batch.push(chunk);
         batched += chunk.length;
         if (batched >= WRITE_BATCH_BYTES) await write();
@@ -393,6 +404,7 @@ export class Cache {
           `download ended after ${written} of ${expectedSize} bytes; nothing was cached`,
         );
       }
+      if (digest && hash) checkDigest(digest, hash.digest('hex'));
       await flushing;
       flushing = undefined;
       await handle.sync();
@@ -419,17 +431,20 @@ export class Cache {
     pipeTo: NonNullable<GetResult['pipeTo']>,
     expectedSize: number,
     onBytes: ((n: number) => void) | undefined,
+    digest: ExpectedContent | undefined,
   ): Promise<string> {
     const temp = tempPathFor(blob);
     // Read-only from the start: the mode applies to later opens, not to this descriptor.
     const fd = await this.inDir(path.dirname(blob), async () =>
       openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
     );
+    const hash = hasherFor(digest);
     const sink = new FileSink(fd, {
       syncEveryBytes: WRITEBACK_BYTES,
       batchBytes: WRITE_BATCH_BYTES,
       direct: expectedSize <= SMALL_BLOB_BYTES,
       onBytes,
+      hash,
     });
     try {
       await pipeTo(sink);
@@ -438,6 +453,7 @@ export class Cache {
           `download of ${sink.written} bytes, ${expectedSize} expected; nothing was cached`,
         );
       }
+      if (digest && hash) checkDigest(digest, hash.digest('hex'));
       await sink.finish();
     } catch (error) {
       await sink.settle();
@@ -461,6 +477,7 @@ export class Cache {
     expectedSize: number,
     onBytes: ((n: number) => void) | undefined,
     signal: AbortSignal | undefined,
+    digest: ExpectedContent | undefined,
   ): Promise<string> {
     const chunks: Buffer[] = [];
     let received = 0;
@@ -475,6 +492,11 @@ export class Cache {
         throw new StoreError(
           `download ${received > expectedSize ? 'ran past' : `ended after ${received} of`} ${expectedSize} bytes; nothing was cached`,
         );
+      }
+      if (digest) {
+        const hash = hasherFor(digest) as NonNullable<ReturnType<typeof hasherFor>>;
+        for (const chunk of chunks) hash.update(chunk);
+        checkDigest(digest, hash.digest('hex'));
       }
     } catch (error) {
       body.destroy();

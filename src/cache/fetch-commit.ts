@@ -6,7 +6,8 @@
  * complete once marked done and is then answered with no store call, online or offline. Bytes
  * are shared: each file links to the blob of its version ID, so commits that share unchanged
  * files share their bytes, and a version already downloaded is never downloaded again. Every
- * downloaded version is checked against the commit's size and ETag.
+ * downloaded version is checked against the commit's size and ETag, and its bytes against the
+ * digest the commit records (`sha256`, or an ETag that is a plain MD5) before it is cached.
  *
  * @module
  */
@@ -18,6 +19,7 @@ import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
 import { wholeUpToFor } from './cache.js';
+import { recordedDigest } from './content-digest.js';
 import { checkDiskNames, Transfer } from './fetch.js';
 
 /** Fetch exactly the versions a commit lists for `u` (a folder or file at or below it). */
@@ -79,7 +81,17 @@ export async function fetchCommit(
               { uri: where },
             );
           }
-          await cache.installBlob(blob, res, f.size, transfer.add, signal);
+          // The bytes must hash to what the commit records (its sha256, or an ETag that is a
+          // plain MD5), checked before the blob appears: bit rot in the store is never cached.
+          const expected = recordedDigest(f);
+          await cache.installBlob(
+            blob,
+            res,
+            f.size,
+            transfer.add,
+            signal,
+            expected && { ...expected, uri: where, source: `commit ${id}` },
+          );
           downloaded++;
         }
         await cache.linkInto(blob, cache.commitTreePath(store.scheme, bucket, id, f.key));

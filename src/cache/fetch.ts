@@ -20,6 +20,7 @@ import { NotFound, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
 import { type ViewState, wholeUpToFor } from './cache.js';
+import { recordedDigest } from './content-digest.js';
 
 /** Dispatch a fetch by the kind of URI. */
 export async function fetchUri(
@@ -394,7 +395,17 @@ async function fetchVersion(
   if ((await cache.hasBlob(blob)) === undefined) {
     store.online(u, 'fetch');
     const res = await store._getVersion(bucket, key, versionId, { signal: options.signal });
-    await cache.installBlob(blob, res, res.contentLength, transfer.add, options.signal);
+    // The store's ETag of the version, when it is a plain MD5, is checked against the bytes.
+    const expected = recordedDigest(res.info);
+    const where = u.toString();
+    await cache.installBlob(
+      blob,
+      res,
+      res.contentLength,
+      transfer.add,
+      options.signal,
+      expected && { ...expected, uri: where, source: "the store's ETag" },
+    );
     await cache.writeVersionMeta(store.scheme, bucket, {
       key,
       versionId,
