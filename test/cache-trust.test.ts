@@ -8,10 +8,15 @@ import { createHash } from 'node:crypto';
 import {
   closeSync,
   existsSync,
+  lstatSync,
   mkdtempSync,
   openSync,
   readdirSync,
+  readFileSync,
   readSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
   writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,6 +41,18 @@ function stores() {
   };
 }
 
+/** Every regular file below `dir` with its text (no link followed). */
+function tree(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    const full = path.join(e.parentPath, e.name);
+    if (e.isFile()) out[path.relative(dir, full)] = readFileSync(full, 'utf8');
+    else if (!e.isDirectory())
+      out[path.relative(dir, full)] = `<${e.isSymbolicLink() ? 'link' : 'special'}>`;
+  }
+  return out;
+}
+
 /** Flip one byte of `file` in place (as root: its read-only mode does not stop the write). */
 function flipByte(file: string, at = 0): void {
   const fd = openSync(file, 'r+');
@@ -47,6 +64,25 @@ function flipByte(file: string, at = 0): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/** Replace `target` (a file or a folder) by a symlink to `to`. */
+function replaceByLink(target: string, to: string): void {
+  rmSync(target, { recursive: true, force: true });
+  symlinkSync(to, target);
+}
+
+/** An outside folder holding one unrelated file, and a check that it is untouched. */
+function outsideFolder(): { dir: string; untouched(): void } {
+  const dir = temp('outside');
+  writeFileSync(path.join(dir, 'unrelated.txt'), 'not the cache');
+  return {
+    dir,
+    untouched() {
+      expect(readdirSync(dir)).toEqual(['unrelated.txt']);
+      expect(readFileSync(path.join(dir, 'unrelated.txt'), 'utf8')).toBe('not the cache');
+    },
+  };
 }
 
 /** The one version file of `key` in the local store's bucket folder `b` (its bytes). */
@@ -105,5 +141,106 @@ describe('bit rot in the store is refused at a commit and at a version', () => {
     const versionId = (pin.at as { id: string }).id;
     expect(existsSync(s.store.cache.blobPath('local', 'b', 'data/x.txt', versionId))).toBe(false);
     await expect(s.offline().fetch(pin)).rejects.toBeInstanceOf(OfflineMiss);
+  });
+});
+
+describe('symlinks planted in the cache are never followed', () => {
+  it('a blob replaced by a link to a file outside is fetched again, not linked into the folder', async () => {
+    const s = await seeded();
+    const first = await s.store.fetch('local://b/data/');
+    const secret = path.join(temp('secret'), 'passwd');
+    writeFileSync(secret, 'root:x:0:0:secret\n');
+    const version = (await s.store.stat('local://b/data/x.txt')).versionId as string;
+    replaceByLink(s.store.cache.blobPath('local', 'b', 'data/x.txt', version), secret);
+    // The user deleted the fetched file: the next fetch must link it again from its blob.
+    rmSync(path.join(first.path, 'x.txt'));
+    const again = await s.store.fetch('local://b/data/');
+    expect(again.downloaded).toBe(1);
+    expect(lstatSync(path.join(again.path, 'x.txt')).isFile()).toBe(true);
+    expect(tree(again.path)).toEqual(FILES);
+    expect(readFileSync(secret, 'utf8')).toBe('root:x:0:0:secret\n');
+  });
+
+  it('a folder copy replaced by a link to an outside folder: nothing written or deleted there', async () => {
+    const s = await seeded();
+    const first = await s.store.fetch('local://b/data/');
+    for (const which of [first.path, path.join(first.path, 'sub')]) {
+      const outside = outsideFolder();
+      replaceByLink(which, outside.dir);
+      await expect(s.offline().fetch('local://b/data/')).rejects.toBeInstanceOf(OfflineMiss);
+      const again = await s.store.fetch('local://b/data/');
+      outside.untouched();
+      expect(lstatSync(which).isDirectory()).toBe(true);
+      expect(tree(again.path)).toEqual(FILES);
+      expect(tree((await s.offline().fetch('local://b/data/')).path)).toEqual(FILES);
+    }
+  });
+
+  it('a blob folder replaced by a link to an outside folder receives no blob', async () => {
+    const s = await seeded();
+    await s.store.fetch('local://b/data/sub/');
+    const bucketBlobs = path.dirname(
+      path.dirname(s.store.cache.blobPath('local', 'b', 'data/x.txt', 'any')),
+    );
+    const outside = outsideFolder();
+    replaceByLink(bucketBlobs, outside.dir);
+    const r = await s.store.fetch('local://b/data/');
+    outside.untouched();
+    expect(tree(r.path)).toEqual(FILES);
+    expect(lstatSync(bucketBlobs).isDirectory()).toBe(true);
+  });
+
+  it('a commit copy: a file or a folder replaced by a link is fetched again, the outside untouched', async () => {
+    const s = await seeded();
+    const pinned = await s.store.commit('local://b/data/', 'one');
+    const first = await s.store.fetch(pinned);
+    expect(tree(first.path)).toEqual(FILES);
+    const secret = path.join(temp('secret'), 'x.txt');
+    writeFileSync(secret, 'SECRET SECRET\n');
+    replaceByLink(path.join(first.path, 'x.txt'), secret);
+    const outside = outsideFolder();
+    replaceByLink(path.join(first.path, 'sub'), outside.dir);
+    const again = await s.store.fetch(pinned);
+    expect(tree(again.path)).toEqual(FILES);
+    outside.untouched();
+    expect(readFileSync(secret, 'utf8')).toBe('SECRET SECRET\n');
+    // The whole commit folder replaced by a link: offline too, nothing goes through it.
+    const outside2 = outsideFolder();
+    replaceByLink(first.path, outside2.dir);
+    const offline = await s.offline().fetch(pinned);
+    expect(tree(offline.path)).toEqual(FILES);
+    outside2.untouched();
+  });
+
+  it('a pinned copy replaced by a link, or its folder by a link to an outside folder', async () => {
+    const s = await seeded();
+    const pin = await s.store.pin('local://b/data/x.txt');
+    const first = await s.store.fetch(pin);
+    const secret = path.join(temp('secret'), 'x.txt');
+    writeFileSync(secret, 'SECRET\n');
+    replaceByLink(first.path, secret);
+    const again = await s.offline().fetch(pin);
+    expect(lstatSync(again.path).isFile()).toBe(true);
+    expect(readFileSync(again.path, 'utf8')).toBe(FILES['x.txt']);
+    const outside = outsideFolder();
+    replaceByLink(path.dirname(first.path), outside.dir);
+    const third = await s.store.fetch(pin);
+    outside.untouched();
+    expect(readFileSync(third.path, 'utf8')).toBe(FILES['x.txt']);
+    expect(lstatSync(path.dirname(third.path)).isDirectory()).toBe(true);
+  });
+});
+
+describe('corrupt cached bytes are never served as current or pinned', () => {
+  it('offline, a folder missing a file the user deleted is not complete', async () => {
+    const s = await seeded();
+    const first = await s.store.fetch('local://b/data/');
+    rmSync(path.join(first.path, 'sub', 'y.txt'));
+    await expect(s.offline().fetch('local://b/data/')).rejects.toBeInstanceOf(OfflineMiss);
+    await expect(s.offline().fetch('local://b/data/sub/')).rejects.toBeInstanceOf(OfflineMiss);
+    // The part of the folder that is intact is still served.
+    expect(readFileSync((await s.offline().fetch('local://b/data/x.txt')).path, 'utf8')).toBe(
+      FILES['x.txt'],
+    );
   });
 });

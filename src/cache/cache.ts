@@ -25,7 +25,10 @@
  * compares that with one listing and one `lstat` per file, never a HEAD per file.
  *
  * Key names are checked before any path is built: every segment is URI-nameable (no `..`, no
- * empty segment, no NUL), so no key can produce a path outside the root.
+ * empty segment, no NUL), so no key can produce a path outside the root. Nor can a link planted
+ * in the cache: every directory a fetch writes into or reuses from is checked with `lstat` once
+ * per fetch ({@link Cache.isRealDir}, {@link Cache.ensureDir}), and reused files are `lstat`ed,
+ * never followed.
  *
  * Cost per file matters: a folder fetch of 1,000 small objects makes about 8,000 file-system
  * calls. Through libuv's thread pool each costs two thread handoffs, about 0.1–0.3 ms of CPU on
@@ -42,17 +45,17 @@ import {
   fsync,
   linkSync,
   lstatSync,
+  mkdirSync,
   openSync,
   renameSync,
   rmSync,
-  statSync,
+  type Stats,
   writevSync,
 } from 'node:fs';
 import {
   copyFile,
   link,
   lstat,
-  mkdir,
   open,
   readdir,
   readFile,
@@ -186,10 +189,11 @@ export class Cache {
   /** The absolute root directory. */
   readonly root: string;
   private readonly base: string;
-  /** Directories this cache made or found (see {@link inDir}); only ever a hint. */
+  /**
+   * Directories made or checked real (no symlink on the way) since the last
+   * {@link forgetDirs}: see {@link isRealDir} and {@link makeDir}.
+   */
   private readonly knownDirs = new Set<string>();
-  /** Directories being made now (see {@link makeDir}). */
-  private readonly making = new Map<string, Promise<void>>();
   /** The blob folder of each bucket, by scheme (see {@link blobPath}). */
   private readonly blobRoots = new Map<string, Map<string, string>>();
 
@@ -253,11 +257,15 @@ export class Cache {
 
   /** Read a view's state, or `undefined` when there is none (or it is unreadable). */
   async readState(viewId: string): Promise<ViewState | undefined> {
+    const file = this.statePath(viewId);
+    // A state file is trusted only as a regular file in a real state folder (no link followed).
+    if (!this.isRealDir(path.dirname(file))) return undefined;
     let text: string;
     try {
-      text = await readFile(this.statePath(viewId), 'utf8');
+      text = await readFile(file, { encoding: 'utf8', flag: fsc.O_RDONLY | fsc.O_NOFOLLOW });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ELOOP') return undefined;
       throw error;
     }
     try {
@@ -272,7 +280,9 @@ export class Cache {
 
   /** Write a view's state atomically. */
   async writeState(state: ViewState): Promise<void> {
-    await writeFileAtomic(this.statePath(state.uri), JSON.stringify(state));
+    const file = this.statePath(state.uri);
+    this.makeDir(path.dirname(file));
+    await writeFileAtomic(file, JSON.stringify(state));
   }
 
   /** Remove a view's state (its `done` mark) before changing the view. */
@@ -288,10 +298,9 @@ export class Cache {
 
   /** Remember what a pinned version is (size, etag), so `stat` at it works offline. */
   async writeVersionMeta(scheme: string, bucket: string, meta: VersionMeta): Promise<void> {
-    await writeFileAtomic(
-      this.metaPath(scheme, bucket, meta.key, meta.versionId),
-      JSON.stringify(meta),
-    );
+    const file = this.metaPath(scheme, bucket, meta.key, meta.versionId);
+    this.makeDir(path.dirname(file));
+    await writeFileAtomic(file, JSON.stringify(meta));
   }
 
   /** What {@link writeVersionMeta} recorded, or `undefined`. */
@@ -552,11 +561,19 @@ export class Cache {
     return blob;
   }
 
-  /** True when the blob exists (blobs only ever appear complete). */
+  /**
+   * The inode of the blob when it is there as a regular file in a real blob directory (blobs
+   * only ever appear complete), else `undefined`. Links are never followed: a blob replaced by
+   * a symlink (or anything but a regular file) is removed, so it is downloaded again.
+   */
   async hasBlob(blob: string): Promise<number | undefined> {
     // No exception for the common answer on a cold fetch ("not there"): building one per file
-    // cost more than the system call.
-    return statSync(blob, { throwIfNoEntry: false })?.ino;
+    // cost more than the system call. Nothing there: nothing to trust, no directory to check.
+    const st = lstatOrUndefined(blob);
+    if (st === undefined || !this.isRealDir(path.dirname(blob))) return undefined;
+    if (st.isFile()) return st.ino;
+    rmSync(blob, { force: true, recursive: true });
+    return undefined;
   }
 
   /**
@@ -599,13 +616,14 @@ export class Cache {
   }
 
   /**
-   * Run `fn`, which creates a name in `dir`, making `dir` first unless this cache made or saw it
-   * already (a folder fetch would otherwise repeat one mkdir per file). If the directory went
-   * away since (ENOENT, or ENOTDIR for a file in the way), it is made again and `fn` retried.
+   * Run `fn`, which creates a name in `dir`, making `dir` first unless this fetch made or
+   * checked it already (a folder fetch would otherwise repeat the checks once per file). If the
+   * directory went away since (ENOENT, or ENOTDIR for a file in the way), it is made again and
+   * `fn` retried.
    */
   private async inDir<T>(dir: string, fn: () => Promise<T>): Promise<T> {
     if (!this.knownDirs.has(dir)) {
-      await this.makeDir(dir);
+      this.makeDir(dir);
       return fn();
     }
     try {
@@ -614,59 +632,75 @@ export class Cache {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
       this.knownDirs.clear();
-      await this.makeDir(dir);
+      this.makeDir(dir);
       return fn();
     }
   }
 
   /**
-   * {@link ensureDir} for {@link inDir}: its parents first, each directory once however many
-   * files of a fetch want it at the same time. A cold fetch of 1,000 files into 266 folders
-   * made 490 mkdir calls when 16 downloads each ran `mkdir -p` and raced on the parents; a
-   * mkdir costs 0.1–0.4 ms of kernel time here.
+   * Forget which directories were checked: the next write or reuse below the root checks each
+   * directory it goes through again (once). Called when a fetch starts, so a directory replaced
+   * by a link since an earlier fetch of a long-lived process is never written through.
    */
-  private makeDir(dir: string): Promise<void> {
-    if (this.knownDirs.has(dir)) return Promise.resolve();
-    let making = this.making.get(dir);
-    if (making === undefined) {
-      making = (async () => {
-        const parent = path.dirname(dir);
-        if (parent.length > this.base.length && parent.startsWith(this.base)) {
-          await this.makeDir(parent);
-        }
-        await this.ensureDir(dir);
-      })().finally(() => this.making.delete(dir));
-      this.making.set(dir, making);
-    }
-    return making;
+  forgetDirs(): void {
+    this.knownDirs.clear();
   }
 
-  /** mkdir -p, where a stale file in the way (an object since replaced by a folder) is removed. */
-  async ensureDir(dir: string): Promise<void> {
+  /**
+   * True when `dir` and every directory between it and the layout root (`<root>/v1`, itself
+   * included) is a real directory: no component is a symlink, none is missing. One `lstat` per
+   * directory not yet checked by this fetch. Use before trusting a file found below `dir`.
+   */
+  isRealDir(dir: string): boolean {
+    if (this.knownDirs.has(dir)) return true;
+    if (dir !== this.base) {
+      const parent = path.dirname(dir);
+      if (!parent.startsWith(this.base) || parent === dir || !this.isRealDir(parent)) return false;
+    }
+    if (!lstatOrUndefined(dir)?.isDirectory()) return false;
+    this.rememberDir(dir);
+    return true;
+  }
+
+  /**
+   * Make `dir` a real directory, its parents first (down from `<root>/v1`), each directory once
+   * per fetch however many files want it. Direct system calls: a `mkdir`, and an `lstat` when
+   * something is there already. Whatever is in the way and is not a real directory — a symlink
+   * planted in the cache, a file of an object since replaced by a folder — is removed (the link
+   * itself, never what it points to) and a directory made in its place, so nothing is ever
+   * written through a link.
+   */
+  private makeDir(dir: string): void {
+    if (this.knownDirs.has(dir)) return;
+    const parent = path.dirname(dir);
+    if (dir === this.base) mkdirSync(this.root, { recursive: true });
+    else if (parent.startsWith(this.base) && parent !== dir) this.makeDir(parent);
+    this.makeLevel(dir);
+  }
+
+  /** One level of {@link makeDir}: its parent is a real directory already. */
+  private makeLevel(dir: string): void {
     try {
-      await mkdir(dir, { recursive: true });
-      this.rememberDir(dir);
-      return;
+      mkdirSync(dir);
     } catch (error) {
-      if (
-        (error as NodeJS.ErrnoException).code !== 'ENOTDIR' &&
-        (error as NodeJS.ErrnoException).code !== 'EEXIST'
-      )
-        throw error;
-      // Walk down from the root of the view, replacing the first file found by a folder.
-      const rel = path.relative(this.base, dir).split(path.sep);
-      let cur = this.base;
-      for (const part of rel) {
-        cur = path.join(cur, part);
-        const st = await lstat(cur).catch(() => undefined);
-        if (st && !st.isDirectory()) await rm(cur, { force: true });
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      if (!lstatSync(dir).isDirectory()) {
+        rmSync(dir, { force: true });
+        mkdirSync(dir);
       }
-      await mkdir(dir, { recursive: true });
-      this.rememberDir(dir);
     }
+    this.rememberDir(dir);
   }
 
-  /** Note that `dir` exists (bounded: a huge tree only costs the mkdir calls again). */
+  /**
+   * mkdir -p below the layout root, safely (see {@link makeDir}): no component is a link when
+   * it returns.
+   */
+  async ensureDir(dir: string): Promise<void> {
+    this.makeDir(dir);
+  }
+
+  /** Note that `dir` is a real directory (bounded: a huge tree only costs the checks again). */
   private rememberDir(dir: string): void {
     if (this.knownDirs.size >= 10_000) this.knownDirs.clear();
     this.knownDirs.add(dir);
@@ -677,6 +711,9 @@ export class Cache {
    * folders left empty. Leftover temp files of killed fetches go too. Returns how many went.
    */
   async prune(dir: string, keep: Set<string>): Promise<number> {
+    // Never walk through a link: a copy replaced by a link to a folder outside the cache must
+    // not lose that folder's files. (Below `dir`, a recursive readdir never follows links.)
+    if (!this.isRealDir(dir)) return 0;
     let entries: { name: string; parentPath: string; isDirectory(): boolean }[];
     try {
       entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
@@ -731,11 +768,13 @@ export class Cache {
     let blobs = 0;
     let bytes = 0;
     let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
-    try {
-      entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    }
+    this.forgetDirs();
+    if (this.isRealDir(dir))
+      try {
+        entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
     for (const e of entries) {
       if (!e.isFile() || e.name.startsWith(TEMP_PREFIX)) continue;
       blobs++;
@@ -753,10 +792,14 @@ export class Cache {
   async collect(minAgeMs = 3_600_000): Promise<{ files: number; bytes: number }> {
     const dir = path.join(this.base, 'blobs');
     let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
-    try {
-      entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    // Never walk through a link (a blob folder replaced by a link to a folder outside).
+    this.forgetDirs();
+    if (this.isRealDir(dir)) {
+      try {
+        entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
     }
     let files = 0;
     let bytes = 0;
@@ -764,8 +807,8 @@ export class Cache {
     for (const e of entries) {
       if (!e.isFile()) continue;
       const full = path.join(e.parentPath, e.name);
-      const st = await stat(full).catch(() => undefined);
-      if (!st || st.mtimeMs > cutoff) continue;
+      const st = await lstat(full).catch(() => undefined);
+      if (!st?.isFile() || st.mtimeMs > cutoff) continue;
       if (e.name.startsWith(TEMP_PREFIX) || st.nlink === 1) {
         await rm(full, { force: true });
         files++;
@@ -788,6 +831,19 @@ export class Cache {
     const name = key.slice(key.lastIndexOf('/') + 1);
     checkSegment(name, key);
     return path.join(dir, name);
+  }
+}
+
+/**
+ * `lstat` (never following a link), or `undefined` when nothing is there: a missing name, or a
+ * name below something that is not a directory (ENOTDIR).
+ */
+export function lstatOrUndefined(p: string): Stats | undefined {
+  try {
+    return lstatSync(p, { throwIfNoEntry: false });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    throw error;
   }
 }
 

@@ -11,14 +11,14 @@
  *
  * @module
  */
-import { lstat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { CommitFile } from '../commits/format.js';
 import { fileAt, filesUnder, loadCommit } from '../commits/load.js';
 import { forEachLimit } from '../concurrency.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
-import { wholeUpToFor } from './cache.js';
+import { lstatOrUndefined, wholeUpToFor } from './cache.js';
 import { recordedDigest } from './content-digest.js';
 import { checkDiskNames, Transfer } from './fetch.js';
 
@@ -40,19 +40,24 @@ export async function fetchCommit(
   }
   const path = cache.commitTreePath(store.scheme, bucket, id, single ? single.key : folder.prefix);
   const viewId = `commit:${single ? u : folder}`;
+  // A file of the copy is trusted as a regular file of the recorded size in real directories
+  // (no link followed); anything else is linked again from its blob.
+  const intact = (f: CommitFile): boolean => {
+    const dest = cache.commitTreePath(store.scheme, bucket, id, f.key);
+    const st = lstatOrUndefined(dest);
+    return st?.isFile() === true && st.size === f.size && cache.isRealDir(dirname(dest));
+  };
   const state = await cache.readState(viewId);
-  if (state?.done) return { path, files: files.length, downloaded: 0, bytes: 0 };
+  if (state?.done && files.every(intact)) {
+    return { path, files: files.length, downloaded: 0, bytes: 0 };
+  }
   checkDiskNames(
     files.map((f) => f.key.slice(folder.prefix.length)),
     folder,
   );
   return cache.withLock(viewId, async () => {
-    const missing: CommitFile[] = [];
-    for (const f of files) {
-      const dest = cache.commitTreePath(store.scheme, bucket, id, f.key);
-      const st = await lstat(dest).catch(() => undefined);
-      if (!(st?.isFile() && st.size === f.size)) missing.push(f);
-    }
+    const missing = files.filter((f) => !intact(f));
+    if (missing.length > 0) await cache.clearState(viewId);
     const totalBytes = missing.reduce((n, f) => n + f.size, 0);
     const transfer = new Transfer(store, u, options, totalBytes, missing.length);
     let downloaded = 0;

@@ -12,14 +12,13 @@
  *
  * @module
  */
-import { lstatSync } from 'node:fs';
-import { lstat } from 'node:fs/promises';
+import path from 'node:path';
 import { forEachLimit } from '../concurrency.js';
 import type { GetResult, ObjectInfo } from '../driver.js';
 import { NotFound, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
-import { type ViewState, wholeUpToFor } from './cache.js';
+import { lstatOrUndefined, type ViewState, wholeUpToFor } from './cache.js';
 import { recordedDigest } from './content-digest.js';
 
 /** Dispatch a fetch by the kind of URI. */
@@ -28,6 +27,8 @@ export async function fetchUri(
   u: Uri,
   options: FetchOptions,
 ): Promise<FetchResult> {
+  // Every directory this fetch reuses or writes is checked (once) for links planted since.
+  store.cache.forgetDirs();
   if (u.at?.kind === 'version') return fetchVersion(store, u, u.at.id, options);
   if (u.at?.kind === 'commit') {
     // Commits' modules load only for a pinned fetch (docs/performance.md: start-up).
@@ -142,7 +143,7 @@ async function fetchFile(
   return cache.withLock(viewId, async () => {
     const state = await cache.readState(viewId);
     const cur = state?.files[''];
-    if (state?.done && cur && cur[0] === info.version && (await sameFile(dest, cur))) {
+    if (state?.done && cur && cur[0] === info.version && sameFile(cache, dest, cur)) {
       return { path: dest, files: 1, downloaded: 0, bytes: 0 };
     }
     const transfer = new Transfer(store, u, options, info.size, 1);
@@ -202,10 +203,22 @@ async function fetchFileByGet(
   });
 }
 
-/** True when `dest` is still the file a state recorded (same inode and size). */
-async function sameFile(dest: string, cur: [string, number, number]): Promise<boolean> {
-  const st = await lstat(dest).catch(() => undefined);
-  return st?.isFile() === true && st.ino === cur[1] && st.size === cur[2];
+/**
+ * True when `dest` is still the file a state recorded (same inode and size), a regular file in
+ * real directories (no link on the way).
+ */
+function sameFile(
+  cache: ObjectStore['cache'],
+  dest: string,
+  cur: [string, number, number],
+): boolean {
+  const st = lstatOrUndefined(dest);
+  return (
+    st?.isFile() === true &&
+    st.ino === cur[1] &&
+    st.size === cur[2] &&
+    cache.isRealDir(path.dirname(dest))
+  );
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the whole ASCII range
@@ -270,8 +283,15 @@ async function fetchFolder(
       const rel = rels[i] as string;
       const cur = state?.files[rel];
       if (cur && cur[0] === e.version) {
-        const st = statOrUndefined(`${dir}/${rel}`);
-        if (st?.isFile() && st.ino === cur[1] && st.size === cur[2]) {
+        const st = lstatOrUndefined(`${dir}/${rel}`);
+        // Its folder is checked once for the whole fetch: a link planted there is not followed.
+        const slash = rel.lastIndexOf('/');
+        if (
+          st?.isFile() &&
+          st.ino === cur[1] &&
+          st.size === cur[2] &&
+          cache.isRealDir(slash < 0 ? dir : `${dir}/${rel.slice(0, slash)}`)
+        ) {
           files[rel] = cur;
           return;
         }
@@ -318,24 +338,28 @@ async function fetchFolder(
   });
 }
 
-/** lstat, or `undefined` when nothing is there (a missing file, or a file where a folder was). */
-function statOrUndefined(p: string): ReturnType<typeof lstatSync> | undefined {
-  try {
-    return lstatSync(p, { throwIfNoEntry: false });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
-    throw error;
-  }
-}
-
 /** Offline folder fetch: the folder's own complete copy, or one of a folder above it. */
 async function offlineFolder(store: ObjectStore, u: Uri, dir: string): Promise<FetchResult> {
   for (let f: Uri = u; ; f = f.parent()) {
     const state = await store.cache.readState(`tree:${f}`);
-    if (state?.done) {
+    if (state?.done && store.cache.isRealDir(dir)) {
+      // Complete only if every file recorded below `u` is still there as it was linked: one
+      // lstat per file (a file the user deleted, truncated or replaced by a link is a miss).
       const rel = f.relative(u) ?? '';
-      const count = Object.keys(state.files).filter((k) => k.startsWith(rel)).length;
-      if (count > 0 || u.isBucket) return { path: dir, files: count, downloaded: 0, bytes: 0 };
+      const top = store.cache.treePath(store.scheme, u.bucket, f.prefix);
+      let count = 0;
+      let intact = true;
+      for (const [k, rec] of Object.entries(state.files)) {
+        if (!k.startsWith(rel)) continue;
+        count++;
+        if (!sameFile(store.cache, `${top}/${k}`, rec)) {
+          intact = false;
+          break;
+        }
+      }
+      if (intact && (count > 0 || u.isBucket)) {
+        return { path: dir, files: count, downloaded: 0, bytes: 0 };
+      }
     }
     if (f.isBucket) break;
   }
@@ -351,7 +375,7 @@ async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
   const own = await cache.readState(`file:${u}`);
   const cur = own?.files[''];
   const dest = cache.filePath(store.scheme, bucket, key);
-  if (own?.done && cur && (await sameFile(dest, cur))) {
+  if (own?.done && cur && sameFile(cache, dest, cur)) {
     return { path: dest, files: 1, downloaded: 0, bytes: 0 };
   }
   for (let f = u.parent(); ; f = f.parent()) {
@@ -359,7 +383,7 @@ async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
     const rel = f.relative(u) ?? '';
     const entry = state?.files[rel];
     const inTree = `${cache.treePath(store.scheme, bucket, f.prefix)}/${rel}`;
-    if (state?.done && entry && (await lstat(inTree).catch(() => undefined))?.isFile()) {
+    if (state?.done && entry && sameFile(cache, inTree, entry)) {
       return { path: inTree, files: 1, downloaded: 0, bytes: 0 };
     }
     if (f.isBucket) break;
@@ -386,7 +410,7 @@ async function fetchVersion(
   const { cache } = store;
   const { bucket, key } = store.locate(u);
   const dest = cache.pinPath(store.scheme, bucket, key, versionId);
-  if ((await lstat(dest).catch(() => undefined))?.isFile()) {
+  if (lstatOrUndefined(dest)?.isFile() && cache.isRealDir(path.dirname(dest))) {
     return { path: dest, files: 1, downloaded: 0, bytes: 0 };
   }
   const blob = cache.blobPath(store.scheme, bucket, key, versionId);
