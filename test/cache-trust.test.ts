@@ -16,6 +16,7 @@ import {
   readSync,
   rmSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
@@ -232,6 +233,18 @@ describe('symlinks planted in the cache are never followed', () => {
 });
 
 describe('corrupt cached bytes are never served as current or pinned', () => {
+  it('a truncated file in a fetched folder: offline refuses the folder, online fetches it again', async () => {
+    const s = await seeded();
+    const first = await s.store.fetch('local://b/data/');
+    truncateSync(path.join(first.path, 'x.txt'), 3);
+    await expect(s.offline().fetch('local://b/data/')).rejects.toBeInstanceOf(OfflineMiss);
+    await expect(s.offline().fetch('local://b/data/x.txt')).rejects.toBeInstanceOf(OfflineMiss);
+    const again = await s.store.fetch('local://b/data/');
+    expect(again.downloaded).toBe(1);
+    expect(tree(again.path)).toEqual(FILES);
+    expect(tree((await s.offline().fetch('local://b/data/')).path)).toEqual(FILES);
+  });
+
   it('offline, a folder missing a file the user deleted is not complete', async () => {
     const s = await seeded();
     const first = await s.store.fetch('local://b/data/');
@@ -242,5 +255,37 @@ describe('corrupt cached bytes are never served as current or pinned', () => {
     expect(readFileSync((await s.offline().fetch('local://b/data/x.txt')).path, 'utf8')).toBe(
       FILES['x.txt'],
     );
+  });
+
+  it('a truncated ?at=version: copy is not served offline and is fetched again online', async () => {
+    const s = await seeded();
+    const pin = await s.store.pin('local://b/data/x.txt');
+    const first = await s.store.fetch(pin);
+    truncateSync(first.path, 2);
+    await expect(s.offline().fetch(pin)).rejects.toBeInstanceOf(OfflineMiss);
+    const again = await s.store.fetch(pin);
+    expect(again.downloaded).toBe(1);
+    expect(readFileSync(again.path, 'utf8')).toBe(FILES['x.txt']);
+    expect(readFileSync((await s.offline().fetch(pin)).path, 'utf8')).toBe(FILES['x.txt']);
+  });
+
+  it('a commit copy with a truncated file and a flipped byte: offline refuses, online repairs', async () => {
+    const s = await seeded();
+    const pinned = await s.store.commit('local://b/data/', 'one');
+    const first = await s.store.fetch(pinned);
+    truncateSync(path.join(first.path, 'x.txt'), 1);
+    await expect(s.offline().fetch(pinned)).rejects.toBeInstanceOf(OfflineMiss);
+    const fixed = await s.store.fetch(pinned);
+    expect(tree(fixed.path)).toEqual(FILES);
+    // An edit that keeps the size (a flipped byte) changes the shared blob too.
+    flipByte(path.join(first.path, 'sub', 'y.txt'), 4);
+    await expect(s.offline().fetch(pinned)).rejects.toBeInstanceOf(OfflineMiss);
+    await expect(
+      s.offline().fetch(`local://b/data/sub/y.txt?at=commit:${(pinned.at as { id: string }).id}`),
+    ).rejects.toBeInstanceOf(OfflineMiss);
+    const again = await s.store.fetch(pinned);
+    expect(again.downloaded).toBe(1);
+    expect(tree(again.path)).toEqual(FILES);
+    expect(tree((await s.offline().fetch(pinned)).path)).toEqual(FILES);
   });
 });

@@ -11,7 +11,7 @@
  *   file/<scheme>/<bucket>/<h>/<name>                      single-file fetches (h: key hash)
  *   pin/<scheme>/<bucket>/<h>/<name>                       a file at ?at=version: (h: key+version)
  *   commit/<scheme>/<bucket>/<commit id>/<key...>          files at ?at=commit:
- *   state/<h>.json                                         what a view holds; `done` marks it complete
+ *   state/<h>.json                                         what a view holds (version, inode, size, mtime); `done` marks it complete
  *   locks/<h>                                              one fetch of a view at a time
  *   meta/<scheme>/<bucket>/<h>.json                        size/etag of a pinned version, for offline stat
  *   s3-routes/<fingerprint>.json                           S3 lean-path routes learned from the SDK (drivers/s3/route-store.ts)
@@ -21,8 +21,9 @@
  * Bytes are downloaded once per version into `blobs/` (temp file, fsync, rename: a killed
  * download leaves only a `.tmp-` file that nothing reads) and every view is a hard link to its
  * blob, so many commits of one folder share bytes on disk and every returned path is a real file.
- * A view records in its state file the version and inode of each file it linked; a refetch
- * compares that with one listing and one `lstat` per file, never a HEAD per file.
+ * A view records in its state file the version, inode, size and mtime of each file it linked;
+ * a refetch compares that with one listing and one `lstat` per file, never a HEAD per file, and
+ * reuses a file (or its blob) only while they are unchanged.
  *
  * Key names are checked before any path is built: every segment is URI-nameable (no `..`, no
  * empty segment, no NUL), so no key can produce a path outside the root. Nor can a link planted
@@ -73,7 +74,14 @@ import { StoreError, UriError } from '../errors.js';
 import { fsyncDir, TEMP_PREFIX, tempPathFor, writeFileAtomic } from '../fs-atomic.js';
 import { FileSink } from '../net/file-sink.js';
 import { segmentProblem } from '../uri.js';
-import { checkDigest, digestOf, type ExpectedContent, hasherFor } from './content-digest.js';
+import {
+  type ContentDigest,
+  checkDigest,
+  digestOf,
+  type ExpectedContent,
+  fileDigest,
+  hasherFor,
+} from './content-digest.js';
 
 /** Options of {@link Cache}. */
 export interface CacheOptions {
@@ -89,13 +97,40 @@ export function defaultCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
   );
 }
 
-/** What a view (a fetched file or folder) holds: per relative path, `[version, inode, size]`. */
+/**
+ * One file a view linked: its version, and the inode, size and mtime (ms) it had when linked.
+ * The file is reused only while all of these are unchanged (an mtime is missing from states
+ * written before it was recorded, and is then not compared).
+ */
+export type FileRecord = [version: string, ino: number, size: number, mtimeMs?: number];
+
+/** What a view (a fetched file or folder, a pinned or commit copy) holds, per path. */
 export interface ViewState {
   /** The URI the view was fetched for. */
   uri: string;
   /** True once every file is current and every deleted object is gone. */
   done: boolean;
-  files: Record<string, [version: string, ino: number, size: number]>;
+  /** Per relative path (a commit copy: per key; a single file: `''`). */
+  files: Record<string, FileRecord>;
+}
+
+/** The {@link FileRecord} of a file a view linked, from its `lstat`. */
+export function recordOf(version: string, st: Stats): FileRecord {
+  return [version, st.ino, st.size, st.mtimeMs];
+}
+
+/**
+ * True when `st` (an `lstat`) is still the file `rec` recorded: a regular file with the same
+ * inode, size and (when recorded) mtime. An edit in place changes the mtime; a truncation the
+ * size; a replacement the inode; a link is not a regular file.
+ */
+export function matchesRecord(st: Stats | undefined, rec: FileRecord): boolean {
+  return (
+    st?.isFile() === true &&
+    st.ino === rec[1] &&
+    st.size === rec[2] &&
+    (rec[3] === undefined || st.mtimeMs === rec[3])
+  );
 }
 
 /** The metadata of one pinned version, kept for offline `stat`. */
@@ -310,12 +345,15 @@ export class Cache {
     key: string,
     versionId: string,
   ): Promise<VersionMeta | undefined> {
+    const file = this.metaPath(scheme, bucket, key, versionId);
+    if (!this.isRealDir(path.dirname(file))) return undefined;
     try {
-      const text = await readFile(this.metaPath(scheme, bucket, key, versionId), 'utf8');
+      const text = await readFile(file, { encoding: 'utf8', flag: fsc.O_RDONLY | fsc.O_NOFOLLOW });
       const meta = JSON.parse(text) as VersionMeta;
       return meta.key === key && meta.versionId === versionId ? meta : undefined;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ELOOP') return undefined;
       throw error;
     }
   }
@@ -577,13 +615,44 @@ export class Cache {
   }
 
   /**
-   * Make `dest` a link to `blob`, atomically replacing what was there (link to a temp name,
-   * rename over). Falls back to a copy where hard links are not allowed. Returns the inode.
+   * True when the blob can be linked into a view as the bytes of a version of `size` bytes: a
+   * regular file of that size in a real blob directory ({@link hasBlob}), and
+   * - when `seen` (the record of a view file being replaced) names this very inode: unchanged
+   *   since (same size and mtime) — else it was edited in place through the view, and is bad;
+   * - otherwise, when `digest` is given: its bytes hash to it (one read of the file).
+   *
+   * A blob that fails is removed, so it is downloaded again; one without a digest to check is
+   * trusted on its size. One `lstat` when nothing is there.
    */
-  async linkInto(blob: string, dest: string): Promise<number> {
+  async checkedBlob(
+    blob: string,
+    size: number,
+    digest?: ContentDigest,
+    seen?: FileRecord,
+  ): Promise<boolean> {
+    const st = lstatOrUndefined(blob);
+    if (st === undefined || !this.isRealDir(path.dirname(blob))) return false;
+    let ok = st.isFile() && st.size === size;
+    if (ok && seen !== undefined && seen[1] === st.ino && seen[3] !== undefined) {
+      // Verified when it was linked; trusted while nothing changed it.
+      if (st.mtimeMs === seen[3] && st.size === seen[2]) return true;
+      ok = false;
+    } else if (ok && digest) {
+      ok = (await fileDigest(blob, digest.algorithm, size)) === digest.hex;
+    }
+    if (!ok) rmSync(blob, { force: true, recursive: true });
+    return ok;
+  }
+
+  /**
+   * Make `dest` a link to `blob`, atomically replacing what was there (link to a temp name,
+   * rename over). Falls back to a copy where hard links are not allowed. Returns the `lstat`
+   * of `dest` (for its {@link FileRecord}).
+   */
+  async linkInto(blob: string, dest: string): Promise<Stats> {
     try {
       await this.inDir(path.dirname(dest), async () => linkSync(blob, dest));
-      return lstatSync(dest).ino;
+      return lstatSync(dest);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'EEXIST' && code !== 'EXDEV' && code !== 'EPERM' && code !== 'EMLINK') {
@@ -612,7 +681,7 @@ export class Cache {
       }
       throw error;
     }
-    return (await lstat(dest)).ino;
+    return lstat(dest);
   }
 
   /**

@@ -18,7 +18,14 @@ import { forEachLimit } from '../concurrency.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
-import { lstatOrUndefined, wholeUpToFor } from './cache.js';
+import {
+  type FileRecord,
+  lstatOrUndefined,
+  matchesRecord,
+  recordOf,
+  type ViewState,
+  wholeUpToFor,
+} from './cache.js';
 import { recordedDigest } from './content-digest.js';
 import { checkDiskNames, Transfer } from './fetch.js';
 
@@ -40,15 +47,17 @@ export async function fetchCommit(
   }
   const path = cache.commitTreePath(store.scheme, bucket, id, single ? single.key : folder.prefix);
   const viewId = `commit:${single ? u : folder}`;
-  // A file of the copy is trusted as a regular file of the recorded size in real directories
-  // (no link followed); anything else is linked again from its blob.
-  const intact = (f: CommitFile): boolean => {
-    const dest = cache.commitTreePath(store.scheme, bucket, id, f.key);
-    const st = lstatOrUndefined(dest);
-    return st?.isFile() === true && st.size === f.size && cache.isRealDir(dirname(dest));
+  const destOf = (f: CommitFile) => cache.commitTreePath(store.scheme, bucket, id, f.key);
+  // A file of the copy is reused while it is what the state recorded when it was linked (and
+  // checked): a regular file, same inode, size and mtime, in real directories (no link
+  // followed). One lstat per file; anything else is linked again from a checked blob.
+  const intact = (f: CommitFile, rec: FileRecord | undefined): boolean => {
+    if (rec === undefined || rec[0] !== f.versionId || rec[2] !== f.size) return false;
+    const dest = destOf(f);
+    return matchesRecord(lstatOrUndefined(dest), rec) && cache.isRealDir(dirname(dest));
   };
-  const state = await cache.readState(viewId);
-  if (state?.done && files.every(intact)) {
+  const first = await cache.readState(viewId);
+  if (first?.done && files.every((f) => intact(f, first.files[f.key]))) {
     return { path, files: files.length, downloaded: 0, bytes: 0 };
   }
   checkDiskNames(
@@ -56,8 +65,15 @@ export async function fetchCommit(
     folder,
   );
   return cache.withLock(viewId, async () => {
-    const missing = files.filter((f) => !intact(f));
-    if (missing.length > 0) await cache.clearState(viewId);
+    const state = await cache.readState(viewId);
+    const record: ViewState['files'] = {};
+    const missing: CommitFile[] = [];
+    for (const f of files) {
+      const rec = state?.files[f.key];
+      if (rec && intact(f, rec)) record[f.key] = rec;
+      else missing.push(f);
+    }
+    if (state && (missing.length > 0 || !state.done)) await cache.clearState(viewId);
     const totalBytes = missing.reduce((n, f) => n + f.size, 0);
     const transfer = new Transfer(store, u, options, totalBytes, missing.length);
     let downloaded = 0;
@@ -66,10 +82,13 @@ export async function fetchCommit(
       options.concurrency ?? store.concurrency,
       async (f, signal) => {
         const blob = cache.blobPath(store.scheme, bucket, f.key, f.versionId);
-        if ((await cache.hasBlob(blob)) === undefined) {
+        const expected = recordedDigest(f);
+        // A cached blob is linked only once checked: the commit's size, and its digest (once;
+        // or unchanged since this copy linked it, by inode, size and mtime).
+        if (!(await cache.checkedBlob(blob, f.size, expected, state?.files[f.key]))) {
           const where = `${store.scheme}://${bucket}/${f.key}?at=version:${f.versionId}`;
           if (store.offline) {
-            throw new OfflineMiss(`offline, and ${where} of commit ${id} is not cached`, {
+            throw new OfflineMiss(`offline, and ${where} of commit ${id} is not cached intact`, {
               uri: u.toString(),
             });
           }
@@ -79,7 +98,8 @@ export async function fetchCommit(
           });
           const etag = res.info.etag;
           if (res.contentLength !== f.size || (f.etag && etag && etag !== f.etag)) {
-            if (!res.bytes) res.body.destroy();
+            if (res.bytes) res.release?.();
+            else res.body.destroy();
             throw new ObjectIntegrityError(
               'DigestMismatch',
               `${where}: the store returned ${res.contentLength} bytes with ETag ${etag}, commit ${id} says ${f.size} bytes with ETag ${f.etag}`,
@@ -88,7 +108,6 @@ export async function fetchCommit(
           }
           // The bytes must hash to what the commit records (its sha256, or an ETag that is a
           // plain MD5), checked before the blob appears: bit rot in the store is never cached.
-          const expected = recordedDigest(f);
           await cache.installBlob(
             blob,
             res,
@@ -99,7 +118,8 @@ export async function fetchCommit(
           );
           downloaded++;
         }
-        await cache.linkInto(blob, cache.commitTreePath(store.scheme, bucket, id, f.key));
+        const st = await cache.linkInto(blob, destOf(f));
+        record[f.key] = recordOf(f.versionId, st);
         transfer.fileDone();
       },
       options.signal,
@@ -107,7 +127,7 @@ export async function fetchCommit(
     if (!single) {
       await cache.prune(path, new Set(files.map((f) => f.key.slice(folder.prefix.length))));
     }
-    await cache.writeState({ uri: viewId, done: true, files: {} });
+    await cache.writeState({ uri: viewId, done: true, files: record });
     return { path, files: files.length, downloaded, bytes: transfer.bytes };
   });
 }

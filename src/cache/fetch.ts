@@ -15,10 +15,17 @@
 import path from 'node:path';
 import { forEachLimit } from '../concurrency.js';
 import type { GetResult, ObjectInfo } from '../driver.js';
-import { NotFound, OfflineMiss, StoreError } from '../errors.js';
+import { NotFound, ObjectIntegrityError, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
-import { lstatOrUndefined, type ViewState, wholeUpToFor } from './cache.js';
+import {
+  type FileRecord,
+  lstatOrUndefined,
+  matchesRecord,
+  recordOf,
+  type ViewState,
+  wholeUpToFor,
+} from './cache.js';
 import { recordedDigest } from './content-digest.js';
 
 /** Dispatch a fetch by the kind of URI. */
@@ -101,9 +108,10 @@ export class Transfer {
 
 /**
  * The blob of the current object `key`, whose listing or HEAD said `known`: the cached one when
- * that version is there, else one GET into a new blob (stored under the version of the bytes the
- * GET returned, which may be newer than `known`). Returns the blob, what the store said of its
- * bytes, and whether bytes moved.
+ * that version is there, intact ({@link Cache.checkedBlob}; `seen` is the record of the view
+ * file it replaces, if any), else one GET into a new blob (stored under the version of the
+ * bytes the GET returned, which may be newer than `known`). Returns the blob, what the store
+ * said of its bytes, and whether bytes moved.
  */
 async function currentBlob(
   store: ObjectStore,
@@ -112,10 +120,11 @@ async function currentBlob(
   known: ObjectInfo,
   transfer: Transfer,
   signal: AbortSignal | undefined,
+  seen?: FileRecord,
 ): Promise<{ blob: string; info: ObjectInfo; downloaded: boolean }> {
   const identity = blobIdentity(known);
   const cached = store.cache.blobPath(store.scheme, bucket, key, identity);
-  if ((await store.cache.hasBlob(cached)) !== undefined) {
+  if (await store.cache.checkedBlob(cached, known.size, undefined, seen)) {
     return { blob: cached, info: known, downloaded: false };
   }
   // A small object comes whole (no stream) from drivers that can; a bigger one still streams.
@@ -147,13 +156,13 @@ async function fetchFile(
       return { path: dest, files: 1, downloaded: 0, bytes: 0 };
     }
     const transfer = new Transfer(store, u, options, info.size, 1);
-    const got = await currentBlob(store, bucket, key, info, transfer, options.signal);
-    const ino = await cache.linkInto(got.blob, dest);
+    const got = await currentBlob(store, bucket, key, info, transfer, options.signal, cur);
+    const st = await cache.linkInto(got.blob, dest);
     transfer.fileDone();
     await cache.writeState({
       uri: viewId,
       done: true,
-      files: { '': [got.info.version, ino, got.info.size] },
+      files: { '': recordOf(got.info.version, st) },
     });
     return { path: dest, files: 1, downloaded: got.downloaded ? 1 : 0, bytes: transfer.bytes };
   });
@@ -185,40 +194,31 @@ async function fetchFileByGet(
     }
     const transfer = new Transfer(store, u, options, res.info.size, 1);
     const blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
+    const seen = (await cache.readState(viewId))?.files[''];
     let downloaded = 0;
-    if ((await cache.hasBlob(blob)) === undefined) {
+    if (!(await cache.checkedBlob(blob, res.info.size, undefined, seen))) {
       await cache.installBlob(blob, res, res.contentLength, transfer.add, options.signal);
       downloaded = 1;
     } else {
       res.body.destroy();
     }
-    const ino = await cache.linkInto(blob, dest);
+    const st = await cache.linkInto(blob, dest);
     transfer.fileDone();
     await cache.writeState({
       uri: viewId,
       done: true,
-      files: { '': [res.info.version, ino, res.info.size] },
+      files: { '': recordOf(res.info.version, st) },
     });
     return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
   });
 }
 
 /**
- * True when `dest` is still the file a state recorded (same inode and size), a regular file in
- * real directories (no link on the way).
+ * True when `dest` is still the file a state recorded ({@link matchesRecord}: a regular file,
+ * same inode, size and mtime), in real directories (no link on the way).
  */
-function sameFile(
-  cache: ObjectStore['cache'],
-  dest: string,
-  cur: [string, number, number],
-): boolean {
-  const st = lstatOrUndefined(dest);
-  return (
-    st?.isFile() === true &&
-    st.ino === cur[1] &&
-    st.size === cur[2] &&
-    cache.isRealDir(path.dirname(dest))
-  );
+function sameFile(cache: ObjectStore['cache'], dest: string, rec: FileRecord): boolean {
+  return matchesRecord(lstatOrUndefined(dest), rec) && cache.isRealDir(path.dirname(dest));
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the whole ASCII range
@@ -287,9 +287,7 @@ async function fetchFolder(
         // Its folder is checked once for the whole fetch: a link planted there is not followed.
         const slash = rel.lastIndexOf('/');
         if (
-          st?.isFile() &&
-          st.ino === cur[1] &&
-          st.size === cur[2] &&
+          matchesRecord(st, cur) &&
           cache.isRealDir(slash < 0 ? dir : `${dir}/${rel.slice(0, slash)}`)
         ) {
           files[rel] = cur;
@@ -318,10 +316,11 @@ async function fetchFolder(
           version: e.version ?? '',
           versionId: e.versionId,
         };
-        const got = await currentBlob(store, bucket, key, listed, transfer, signal);
+        const seen = state?.files[rel];
+        const got = await currentBlob(store, bucket, key, listed, transfer, signal, seen);
         if (got.downloaded) downloaded++;
-        const ino = await cache.linkInto(got.blob, `${dir}/${rel}`);
-        files[rel] = [got.info.version, ino, got.info.size];
+        const st = await cache.linkInto(got.blob, `${dir}/${rel}`);
+        files[rel] = recordOf(got.info.version, st);
         transfer.fileDone();
       },
       options.signal,
@@ -400,7 +399,15 @@ async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
   }
 }
 
-/** Fetch one file at `?at=version:ID` (immutable: once cached, never fetched again). */
+/**
+ * Fetch one file at `?at=version:ID` (immutable: once cached and intact, never fetched again).
+ *
+ * The copy is reused while it is the file its state recorded (inode, size, mtime). Otherwise
+ * it is linked again from its blob when that is intact — the size the version's metadata
+ * records, and its ETag's MD5 when that is a plain one ({@link Cache.checkedBlob}) — or
+ * downloaded again (online; offline that is an `OfflineMiss`). A download is checked against
+ * the store's ETag and the metadata recorded before it.
+ */
 async function fetchVersion(
   store: ObjectStore,
   u: Uri,
@@ -410,18 +417,32 @@ async function fetchVersion(
   const { cache } = store;
   const { bucket, key } = store.locate(u);
   const dest = cache.pinPath(store.scheme, bucket, key, versionId);
-  if (lstatOrUndefined(dest)?.isFile() && cache.isRealDir(path.dirname(dest))) {
+  const viewId = `pin:${u}`;
+  const state = await cache.readState(viewId);
+  const cur = state?.files[''];
+  if (state?.done && cur && sameFile(cache, dest, cur)) {
     return { path: dest, files: 1, downloaded: 0, bytes: 0 };
   }
+  const where = u.toString();
   const blob = cache.blobPath(store.scheme, bucket, key, versionId);
+  const meta = await cache.readVersionMeta(store.scheme, bucket, key, versionId);
   const transfer = new Transfer(store, u, options, 0, 1);
   let downloaded = 0;
-  if ((await cache.hasBlob(blob)) === undefined) {
+  if (!(meta && (await cache.checkedBlob(blob, meta.size, recordedDigest(meta), cur)))) {
     store.online(u, 'fetch');
     const res = await store._getVersion(bucket, key, versionId, { signal: options.signal });
+    const etagDiffers =
+      meta?.etag !== undefined && res.info.etag !== undefined && res.info.etag !== meta.etag;
+    if (meta && (res.contentLength !== meta.size || etagDiffers)) {
+      if (!res.bytes) res.body.destroy();
+      throw new ObjectIntegrityError(
+        'DigestMismatch',
+        `${where}: the store returned ${res.contentLength} bytes with ETag ${res.info.etag}, an earlier read recorded ${meta.size} bytes with ETag ${meta.etag}`,
+        { uri: where },
+      );
+    }
     // The store's ETag of the version, when it is a plain MD5, is checked against the bytes.
     const expected = recordedDigest(res.info);
-    const where = u.toString();
     await cache.installBlob(
       blob,
       res,
@@ -438,7 +459,8 @@ async function fetchVersion(
     });
     downloaded = 1;
   }
-  await cache.linkInto(blob, dest);
+  const st = await cache.linkInto(blob, dest);
+  await cache.writeState({ uri: viewId, done: true, files: { '': recordOf(versionId, st) } });
   transfer.fileDone();
   return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
 }
