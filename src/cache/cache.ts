@@ -82,6 +82,7 @@ import {
   fileDigest,
   hasherFor,
 } from './content-digest.js';
+import { holdViewLock, type ViewLock } from './view-lock.js';
 
 /** Options of {@link Cache}. */
 export interface CacheOptions {
@@ -167,53 +168,6 @@ export function wholeUpToFor(size: number): number | undefined {
 const WRITE_BATCH_BYTES = 1024 * 1024;
 /** A download starts the disk writing (fdatasync) after every this many bytes. */
 const WRITEBACK_BYTES = 64 * 1024 * 1024;
-/** How long a lock is waited for: attempts, and the pause between them (ms, growing). */
-const LOCK_ATTEMPTS = 100_000;
-const LOCK_PAUSE = { first: 20, factor: 1.2, most: 250 };
-
-let lockLibrary: Promise<typeof import('proper-lockfile')> | undefined;
-
-/**
- * proper-lockfile, loaded by the first lock. With graceful-fs (which patches a copy of `fs`)
- * and signal-exit (a handler per signal) it costs a CLI process ~5 ms to load, which commands
- * that take no lock (`stat`, `ls`, a cached commit's reads) need not pay.
- */
-function properLockfile(): Promise<typeof import('proper-lockfile')> {
-  lockLibrary ??= import('proper-lockfile').then((m) => m.default);
-  return lockLibrary;
-}
-
-/**
- * Take the lock at `target`, waiting while another holder has it (about 7 hours at most).
- * proper-lockfile's own `retries` option precomputes a table of every timeout (100,000 numbers
- * per call, copied once more per operation): a quarter of a second of CPU per fetch, so the
- * waiting is done here, one attempt at a time.
- */
-async function lockWaiting(
-  target: string,
-  onCompromised: (error: Error) => void,
-): Promise<() => Promise<void>> {
-  const lockfile = await properLockfile();
-  let pause = LOCK_PAUSE.first;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await lockfile.lock(target, {
-        realpath: false,
-        stale: 5000,
-        update: 1000,
-        retries: 0,
-        onCompromised,
-      });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ELOCKED' || attempt >= LOCK_ATTEMPTS) {
-        throw error;
-      }
-    }
-    await new Promise((resolve) => setTimeout(resolve, pause));
-    pause = Math.min(LOCK_PAUSE.most, pause * LOCK_PAUSE.factor);
-  }
-}
-
 /** sha256 hex of the parts joined by NUL (several per fetched file: blob, view, state paths). */
 export function hashOf(...parts: string[]): string {
   return sha256Hex(parts.join('\0'));
@@ -359,21 +313,21 @@ export class Cache {
   }
 
   /**
-   * Hold the lock of a view while `fn` runs. The lock is a directory whose mtime the holder
-   * refreshes; a holder that was killed stops refreshing and its lock goes stale after a few
-   * seconds, so a crashed fetch never blocks the cache for good.
+   * Hold the lock of a view while `fn` runs (see src/cache/view-lock.ts). The lock is a
+   * directory whose mtime the holder refreshes; a holder that was killed stops refreshing and its
+   * lock goes stale after a few seconds, so a crashed fetch never blocks the cache for good.
+   * `fn` gets the {@link ViewLock}, and must `check()` it right before each write to the view or
+   * its state: a holder that was stopped and lost its lock then stops with a `StoreError`
+   * instead of overwriting the newer fetch's work.
    */
-  async withLock<T>(viewId: string, fn: () => Promise<T>): Promise<T> {
+  async withLock<T>(viewId: string, fn: (lock: ViewLock) => Promise<T>): Promise<T> {
     const target = path.join(this.base, 'locks', hashOf(viewId));
-    await this.ensureDir(path.dirname(target));
-    let compromised: Error | undefined;
-    const release = await lockWaiting(target, (error) => {
-      compromised = error;
-    });
+    this.makeDir(path.dirname(target));
+    const { lock, release } = await holdViewLock(target, viewId);
     try {
-      return await fn();
+      return await fn(lock);
     } finally {
-      if (!compromised) await release().catch(() => {});
+      await release();
     }
   }
 

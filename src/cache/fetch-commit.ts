@@ -64,7 +64,7 @@ export async function fetchCommit(
     files.map((f) => f.key.slice(folder.prefix.length)),
     folder,
   );
-  return cache.withLock(viewId, async () => {
+  return cache.withLock(viewId, async (lock) => {
     const state = await cache.readState(viewId);
     const record: ViewState['files'] = {};
     const missing: CommitFile[] = [];
@@ -73,7 +73,10 @@ export async function fetchCommit(
       if (rec && intact(f, rec)) record[f.key] = rec;
       else missing.push(f);
     }
-    if (state && (missing.length > 0 || !state.done)) await cache.clearState(viewId);
+    if (state && (missing.length > 0 || !state.done)) {
+      lock.check();
+      await cache.clearState(viewId);
+    }
     const totalBytes = missing.reduce((n, f) => n + f.size, 0);
     const transfer = new Transfer(store, u, options, totalBytes, missing.length);
     let downloaded = 0;
@@ -118,15 +121,18 @@ export async function fetchCommit(
           );
           downloaded++;
         }
+        lock.check();
         const st = await cache.linkInto(blob, destOf(f));
         record[f.key] = recordOf(f.versionId, st);
         transfer.fileDone();
       },
       options.signal,
     );
+    lock.check();
     if (!single) {
       await cache.prune(path, new Set(files.map((f) => f.key.slice(folder.prefix.length))));
     }
+    lock.check();
     await cache.writeState({ uri: viewId, done: true, files: record });
     return { path, files: files.length, downloaded, bytes: transfer.bytes };
   });

@@ -149,7 +149,7 @@ async function fetchFile(
   const { bucket, key } = store.locate(u);
   const viewId = `file:${u}`;
   const dest = cache.filePath(store.scheme, bucket, key);
-  return cache.withLock(viewId, async () => {
+  return cache.withLock(viewId, async (lock) => {
     const state = await cache.readState(viewId);
     const cur = state?.files[''];
     if (state?.done && cur && cur[0] === info.version && sameFile(cache, dest, cur)) {
@@ -157,8 +157,10 @@ async function fetchFile(
     }
     const transfer = new Transfer(store, u, options, info.size, 1);
     const got = await currentBlob(store, bucket, key, info, transfer, options.signal, cur);
+    lock.check();
     const st = await cache.linkInto(got.blob, dest);
     transfer.fileDone();
+    lock.check();
     await cache.writeState({
       uri: viewId,
       done: true,
@@ -184,7 +186,7 @@ async function fetchFileByGet(
   const { bucket, key } = store.locate(u);
   const viewId = `file:${u}`;
   const dest = cache.filePath(store.scheme, bucket, key);
-  return cache.withLock(viewId, async () => {
+  return cache.withLock(viewId, async (lock) => {
     let res: GetResult;
     try {
       res = await store._get(bucket, key, { signal: options.signal });
@@ -202,8 +204,10 @@ async function fetchFileByGet(
     } else {
       res.body.destroy();
     }
+    lock.check();
     const st = await cache.linkInto(blob, dest);
     transfer.fileDone();
+    lock.check();
     await cache.writeState({
       uri: viewId,
       done: true,
@@ -266,13 +270,14 @@ async function fetchFolder(
   const dir = cache.treePath(store.scheme, bucket, u.prefix);
   const viewId = `tree:${u}`;
   if (store.offline) return offlineFolder(store, u, dir);
-  return cache.withLock(viewId, async () => {
+  return cache.withLock(viewId, async (lock) => {
     const entries = await store.listFiles(u, { signal: options.signal });
     const rels = entries.map((e) => u.relative(e.uri) as string);
     checkDiskNames(rels, u);
     const state = await cache.readState(viewId);
     if (entries.length === 0 && !u.isBucket) {
       // Gone from the store: so is the cache copy.
+      lock.check();
       if (state) await cache.clearState(viewId);
       await cache.prune(dir, new Set());
       throw new NotFound(`no folder at ${u}`, { uri: u.toString() });
@@ -297,6 +302,7 @@ async function fetchFolder(
       todo.push(i);
     });
     if (state?.done && (todo.length > 0 || Object.keys(state.files).length !== entries.length)) {
+      lock.check();
       await cache.clearState(viewId);
     }
     const totalBytes = todo.reduce((n, i) => n + ((entries[i]?.size as number) ?? 0), 0);
@@ -319,18 +325,21 @@ async function fetchFolder(
         const seen = state?.files[rel];
         const got = await currentBlob(store, bucket, key, listed, transfer, signal, seen);
         if (got.downloaded) downloaded++;
+        lock.check();
         const st = await cache.linkInto(got.blob, `${dir}/${rel}`);
         files[rel] = recordOf(got.info.version, st);
         transfer.fileDone();
       },
       options.signal,
     );
+    lock.check();
     await cache.prune(dir, new Set(rels));
     const unchanged =
       todo.length === 0 && state?.done === true && Object.keys(state.files).length === rels.length;
     if (!unchanged) {
       await cache.ensureDir(dir);
       await cache.syncDir(dir);
+      lock.check();
       await cache.writeState({ uri: viewId, done: true, files });
     }
     return { path: dir, files: entries.length, downloaded, bytes: transfer.bytes };
