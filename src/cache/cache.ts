@@ -48,6 +48,7 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   renameSync,
   rmSync,
   type Stats,
@@ -71,7 +72,13 @@ import envPaths from 'env-paths';
 import { sha256Hex } from '../digest.js';
 import type { GetResult } from '../driver.js';
 import { StoreError, UriError } from '../errors.js';
-import { fsyncDir, TEMP_PREFIX, tempPathFor, writeFileAtomic } from '../fs-atomic.js';
+import {
+  fsyncDir,
+  isAbandonedTemp,
+  TEMP_PREFIX,
+  tempPathFor,
+  writeFileAtomic,
+} from '../fs-atomic.js';
 import { FileSink } from '../net/file-sink.js';
 import { segmentProblem } from '../uri.js';
 import {
@@ -183,6 +190,8 @@ export class Cache {
    * {@link forgetDirs}: see {@link isRealDir} and {@link makeDir}.
    */
   private readonly knownDirs = new Set<string>();
+  /** Directories {@link sweepTemps} cleaned since the last {@link forgetDirs}. */
+  private readonly swept = new Set<string>();
   /** The blob folder of each bucket, by scheme (see {@link blobPath}). */
   private readonly blobRoots = new Map<string, Map<string, string>>();
 
@@ -667,6 +676,7 @@ export class Cache {
    */
   forgetDirs(): void {
     this.knownDirs.clear();
+    this.swept.clear();
   }
 
   /**
@@ -763,7 +773,15 @@ export class Cache {
       }
       const own = full.slice(base.length);
       const rel = path.sep === '/' ? own : own.split(path.sep).join('/');
-      if (e.name.startsWith(TEMP_PREFIX) && (await isRecent(full))) continue;
+      if (e.name.startsWith(TEMP_PREFIX)) {
+        // A temp is a write in progress (another process may be about to rename it into
+        // place) unless its writer is gone.
+        if (abandonedTemp(full, e.name)) {
+          rmSync(full, { force: true });
+          removed++;
+        }
+        continue;
+      }
       if (!keep.has(rel)) {
         await rm(full, { force: true });
         removed++;
@@ -792,12 +810,13 @@ export class Cache {
     let bytes = 0;
     let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
     this.forgetDirs();
-    if (this.isRealDir(dir))
+    if (this.isRealDir(dir)) {
       try {
         entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
       }
+    }
     for (const e of entries) {
       if (!e.isFile() || e.name.startsWith(TEMP_PREFIX)) continue;
       blobs++;
@@ -808,37 +827,72 @@ export class Cache {
 
   /**
    * Free what no view uses: blobs that no fetched file, folder, pin or commit links to any more
-   * (their link count is 1), and temp files left by killed downloads. Only files older than
-   * `minAgeMs` (default one hour) go, so a fetch running now never loses a blob it is about to
-   * link. Everything a view holds stays; a collected version is downloaded again if needed.
+   * (their link count is 1) and older than `minAgeMs` (default one hour, so a fetch running now
+   * never loses a blob it is about to link), and, anywhere in the cache, temp files whose writer
+   * is gone (`isAbandonedTemp` in src/fs-atomic.ts: a dead pid on this host, or a day old),
+   * whatever their age; a live writer's temp stays. Everything a view holds stays; a collected
+   * version is downloaded again if needed. No link is followed.
    */
   async collect(minAgeMs = 3_600_000): Promise<{ files: number; bytes: number }> {
-    const dir = path.join(this.base, 'blobs');
-    let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
-    // Never walk through a link (a blob folder replaced by a link to a folder outside).
     this.forgetDirs();
-    if (this.isRealDir(dir)) {
+    const blobs = path.join(this.base, 'blobs', path.sep);
+    let files = 0;
+    let bytes = 0;
+    const cutoff = Date.now() - minAgeMs;
+    for (const dir of [this.base, path.join(this.root, 'commits')]) {
+      let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
+      // Never walk through a link (a folder of the cache replaced by a link to one outside).
+      if (
+        dir === this.base ? !this.isRealDir(dir) : lstatOrUndefined(dir)?.isDirectory() !== true
+      ) {
+        continue;
+      }
       try {
         entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
       }
-    }
-    let files = 0;
-    let bytes = 0;
-    const cutoff = Date.now() - minAgeMs;
-    for (const e of entries) {
-      if (!e.isFile()) continue;
-      const full = path.join(e.parentPath, e.name);
-      const st = await lstat(full).catch(() => undefined);
-      if (!st?.isFile() || st.mtimeMs > cutoff) continue;
-      if (e.name.startsWith(TEMP_PREFIX) || st.nlink === 1) {
-        await rm(full, { force: true });
-        files++;
-        bytes += st.size;
+      for (const e of entries) {
+        if (!e.isFile()) continue;
+        const temp = e.name.startsWith(TEMP_PREFIX);
+        const full = path.join(e.parentPath, e.name);
+        if (!temp && !full.startsWith(blobs)) continue;
+        const st = lstatOrUndefined(full);
+        if (!st?.isFile()) continue;
+        const garbage = temp
+          ? isAbandonedTemp(e.name, st.mtimeMs)
+          : st.nlink === 1 && st.mtimeMs <= cutoff;
+        if (garbage) {
+          rmSync(full, { force: true });
+          files++;
+          bytes += st.size;
+        }
       }
     }
     return { files, bytes };
+  }
+
+  /**
+   * Remove the temp files of gone writers from `dir` (see `isAbandonedTemp`), once per fetch:
+   * what a fetch killed while it wrote there left. One `readdir` of the directory; run only by a
+   * fetch that takes over from an interrupted one.
+   */
+  sweepTemps(dir: string): void {
+    if (this.swept.has(dir) || !this.isRealDir(dir)) return;
+    this.swept.add(dir);
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+    for (const name of names) {
+      if (name.startsWith(TEMP_PREFIX)) {
+        const full = path.join(dir, name);
+        if (abandonedTemp(full, name)) rmSync(full, { force: true });
+      }
+    }
   }
 
   /** `dir` joined with a relative key whose segments are checked first. */
@@ -870,13 +924,10 @@ export function lstatOrUndefined(p: string): Stats | undefined {
   }
 }
 
-/**
- * True for a file modified in the last minute: a temp file another process (fetching a folder
- * nested in this one) may be about to rename into place.
- */
-async function isRecent(file: string): Promise<boolean> {
-  const st = await stat(file).catch(() => undefined);
-  return st !== undefined && Date.now() - st.mtimeMs < 60_000;
+/** True when the temp file `full` (named `name`) is a regular file left by a gone writer. */
+function abandonedTemp(full: string, name: string): boolean {
+  const st = lstatOrUndefined(full);
+  return st?.isFile() === true && isAbandonedTemp(name, st.mtimeMs);
 }
 
 /** Throw unless `segment` is a safe single path component (see src/uri.ts). */

@@ -73,6 +73,8 @@ export async function fetchCommit(
       if (rec && intact(f, rec)) record[f.key] = rec;
       else missing.push(f);
     }
+    // Taking over from an interrupted fetch: its temps are cleaned from the blob folders.
+    const recovering = lock.tookOver || (state !== undefined && !state.done);
     if (state && (missing.length > 0 || !state.done)) {
       lock.check();
       await cache.clearState(viewId);
@@ -89,6 +91,7 @@ export async function fetchCommit(
         // A cached blob is linked only once checked: the commit's size, and its digest (once;
         // or unchanged since this copy linked it, by inode, size and mtime).
         if (!(await cache.checkedBlob(blob, f.size, expected, state?.files[f.key]))) {
+          if (recovering) cache.sweepTemps(dirname(blob));
           const where = `${store.scheme}://${bucket}/${f.key}?at=version:${f.versionId}`;
           if (store.offline) {
             throw new OfflineMiss(`offline, and ${where} of commit ${id} is not cached intact`, {

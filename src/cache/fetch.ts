@@ -106,12 +106,20 @@ export class Transfer {
   }
 }
 
+/** How {@link currentBlob} looks for and writes a blob. */
+interface BlobLookup {
+  signal: AbortSignal | undefined;
+  /** The record of the view file the blob will replace, if any (see {@link Cache.checkedBlob}). */
+  seen?: FileRecord | undefined;
+  /** Clean gone writers' temps from the blob's folder before writing there (a recovery). */
+  sweep?: boolean | undefined;
+}
+
 /**
  * The blob of the current object `key`, whose listing or HEAD said `known`: the cached one when
- * that version is there, intact ({@link Cache.checkedBlob}; `seen` is the record of the view
- * file it replaces, if any), else one GET into a new blob (stored under the version of the
- * bytes the GET returned, which may be newer than `known`). Returns the blob, what the store
- * said of its bytes, and whether bytes moved.
+ * that version is there, intact ({@link Cache.checkedBlob}), else one GET into a new blob
+ * (stored under the version of the bytes the GET returned, which may be newer than `known`).
+ * Returns the blob, what the store said of its bytes, and whether bytes moved.
  */
 async function currentBlob(
   store: ObjectStore,
@@ -119,14 +127,14 @@ async function currentBlob(
   key: string,
   known: ObjectInfo,
   transfer: Transfer,
-  signal: AbortSignal | undefined,
-  seen?: FileRecord,
+  { signal, seen, sweep }: BlobLookup,
 ): Promise<{ blob: string; info: ObjectInfo; downloaded: boolean }> {
   const identity = blobIdentity(known);
   const cached = store.cache.blobPath(store.scheme, bucket, key, identity);
   if (await store.cache.checkedBlob(cached, known.size, undefined, seen)) {
     return { blob: cached, info: known, downloaded: false };
   }
+  if (sweep) store.cache.sweepTemps(path.dirname(cached));
   // A small object comes whole (no stream) from drivers that can; a bigger one still streams.
   const res = await store._get(bucket, key, {
     signal,
@@ -156,7 +164,12 @@ async function fetchFile(
       return { path: dest, files: 1, downloaded: 0, bytes: 0 };
     }
     const transfer = new Transfer(store, u, options, info.size, 1);
-    const got = await currentBlob(store, bucket, key, info, transfer, options.signal, cur);
+    if (lock.tookOver) cache.sweepTemps(path.dirname(dest));
+    const got = await currentBlob(store, bucket, key, info, transfer, {
+      signal: options.signal,
+      seen: cur,
+      sweep: lock.tookOver,
+    });
     lock.check();
     const st = await cache.linkInto(got.blob, dest);
     transfer.fileDone();
@@ -199,6 +212,12 @@ async function fetchFileByGet(
     const seen = (await cache.readState(viewId))?.files[''];
     let downloaded = 0;
     if (!(await cache.checkedBlob(blob, res.info.size, undefined, seen))) {
+      // A copy there but not marked done, or a stale lock: a fetch of this file was killed,
+      // and its temps go.
+      if (lock.tookOver || cache.isRealDir(path.dirname(dest))) {
+        cache.sweepTemps(path.dirname(dest));
+        cache.sweepTemps(path.dirname(blob));
+      }
       await cache.installBlob(blob, res, res.contentLength, transfer.add, options.signal);
       downloaded = 1;
     } else {
@@ -275,6 +294,9 @@ async function fetchFolder(
     const rels = entries.map((e) => u.relative(e.uri) as string);
     checkDiskNames(rels, u);
     const state = await cache.readState(viewId);
+    // Taking over from an interrupted fetch (a stale lock, or a copy not marked done): its
+    // temps are cleaned from each blob folder this fetch writes to (prune cleans the copy).
+    const recovering = lock.tookOver || (state ? !state.done : cache.isRealDir(dir));
     if (entries.length === 0 && !u.isBucket) {
       // Gone from the store: so is the cache copy.
       lock.check();
@@ -323,7 +345,11 @@ async function fetchFolder(
           versionId: e.versionId,
         };
         const seen = state?.files[rel];
-        const got = await currentBlob(store, bucket, key, listed, transfer, signal, seen);
+        const got = await currentBlob(store, bucket, key, listed, transfer, {
+          signal,
+          seen,
+          sweep: recovering,
+        });
         if (got.downloaded) downloaded++;
         lock.check();
         const st = await cache.linkInto(got.blob, `${dir}/${rel}`);

@@ -51,6 +51,11 @@ export interface ViewLock {
    * every later call throws the same error.
    */
   check(): void;
+  /**
+   * True when the lock was taken over from a holder that had gone (its lock was stale): the
+   * view and the blob folders it wrote may hold what that interrupted fetch left.
+   */
+  readonly tookOver: boolean;
 }
 
 /** The mtimes this process set on each lock directory it holds (current, and one in flight). */
@@ -96,6 +101,16 @@ function properLockfile(): Promise<typeof import('proper-lockfile')> {
   return lockLibrary;
 }
 
+/** `lstat`, or `undefined` when nothing is there (or a component is not a directory). */
+function lstatOrUndefined(p: string): fs.Stats | undefined {
+  try {
+    return fs.lstatSync(p, { throwIfNoEntry: false });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    throw error;
+  }
+}
+
 /** Two mtimes as read back through different paths (Date, float ms) are the same one. */
 function sameMtime(a: number, b: number | undefined): boolean {
   return b !== undefined && Math.abs(a - b) < 2;
@@ -108,6 +123,7 @@ class HeldLock implements ViewLock {
   constructor(
     private readonly dir: string,
     private readonly what: string,
+    readonly tookOver: boolean,
   ) {}
 
   check(): void {
@@ -116,7 +132,7 @@ class HeldLock implements ViewLock {
     if (now < this.trustedUntil) return;
     let st: fs.Stats | undefined;
     try {
-      st = fs.lstatSync(this.dir, { throwIfNoEntry: false });
+      st = lstatOrUndefined(this.dir);
     } catch (cause) {
       this.lose('its lock directory cannot be read', cause);
     }
@@ -174,7 +190,11 @@ export async function holdViewLock(
   const onCompromised = (error: Error) => held?.compromised(error);
   let pause = LOCK_PAUSE.first;
   let unlock: () => Promise<void>;
+  let stale = false;
   for (let attempt = 1; ; attempt++) {
+    // A lock there and not refreshed for the stale time is taken over by this attempt.
+    const prior = lstatOrUndefined(dir);
+    stale = prior !== undefined && Date.now() - prior.mtimeMs > LOCK_STALE_MS;
     try {
       unlock = await lockfile.lock(target, {
         realpath: false,
@@ -196,7 +216,7 @@ export async function holdViewLock(
   // The mtime proper-lockfile left on the directory it just made is the first token.
   lost.delete(dir);
   owned.set(dir, { current: fs.lstatSync(dir).mtime.getTime(), pending: undefined });
-  const lock = new HeldLock(dir, what);
+  const lock = new HeldLock(dir, what, stale);
   held = lock;
   return {
     lock,
