@@ -86,11 +86,22 @@ export async function fetchCommit(
       missing,
       options.concurrency ?? store.concurrency,
       async (f, signal) => {
-        const blob = cache.blobPath(store.scheme, bucket, f.key, f.versionId);
+        let blob = cache.blobPath(store.scheme, bucket, f.key, f.versionId);
         const expected = recordedDigest(f);
+        const seen = state?.files[f.key];
         // A cached blob is linked only once checked: the commit's size, and its digest (once;
-        // or unchanged since this copy linked it, by inode, size and mtime).
-        if (!(await cache.checkedBlob(blob, f.size, expected, state?.files[f.key]))) {
+        // or unchanged since this copy linked it, by inode, size and mtime). A folder fetch
+        // from a store whose listings give no version ID (S3) stored the same bytes under the
+        // key's ETag: that blob serves too, once checked the same way.
+        let cached = await cache.checkedBlob(blob, f.size, expected, seen);
+        if (!cached && f.etag !== undefined) {
+          const byEtag = cache.blobPath(store.scheme, bucket, f.key, `v:${f.etag}`);
+          if (await cache.checkedBlob(byEtag, f.size, expected, seen)) {
+            blob = byEtag;
+            cached = true;
+          }
+        }
+        if (!cached) {
           if (recovering) cache.sweepTemps(dirname(blob));
           const where = `${store.scheme}://${bucket}/${f.key}?at=version:${f.versionId}`;
           if (store.offline) {

@@ -66,6 +66,17 @@ export function blobIdentity(info: ObjectInfo): string {
   return info.versionId ?? `v:${info.version}`;
 }
 
+/**
+ * The other name the bytes of `info` may be cached under: when a HEAD or GET reports a version
+ * ID and a version that differ (S3: the ETag), a folder fetch, whose listing gives no version
+ * ID, stored them under `v:<version>`. `undefined` where the two are one (the local store).
+ */
+function listedIdentity(info: ObjectInfo): string | undefined {
+  return info.versionId !== undefined && info.version !== info.versionId
+    ? `v:${info.version}`
+    : undefined;
+}
+
 /** Shared progress bookkeeping of one fetch. */
 export class Transfer {
   bytes = 0;
@@ -134,14 +145,26 @@ async function currentBlob(
   if (await store.cache.checkedBlob(cached, known.size, undefined, seen)) {
     return { blob: cached, info: known, downloaded: false };
   }
+  const other = listedIdentity(known);
+  if (other !== undefined) {
+    const blob = store.cache.blobPath(store.scheme, bucket, key, other);
+    if (await store.cache.checkedBlob(blob, known.size, undefined, seen)) {
+      return { blob, info: known, downloaded: false };
+    }
+  }
   if (sweep) store.cache.sweepTemps(path.dirname(cached));
   // A small object comes whole (no stream) from drivers that can; a bigger one still streams.
   const res = await store._get(bucket, key, {
     signal,
     wholeUpTo: wholeUpToFor(known.size),
   });
+  // Bytes of the version the listing named are stored under the listing's name, which is where
+  // the next listing looks: on S3, whose listings give no version ID, a GET's version ID would
+  // name a blob no folder fetch finds, and a fetch killed before it wrote its state would be
+  // downloaded again whole. Bytes of a newer version than listed go under their own name.
   const got = blobIdentity(res.info);
-  const blob = got === identity ? cached : store.cache.blobPath(store.scheme, bucket, key, got);
+  const listed = got === identity || res.info.version === known.version;
+  const blob = listed ? cached : store.cache.blobPath(store.scheme, bucket, key, got);
   await store.cache.installBlob(blob, res, res.contentLength, transfer.add, signal);
   return { blob, info: res.info, downloaded: true };
 }
@@ -208,10 +231,19 @@ async function fetchFileByGet(
       throw error;
     }
     const transfer = new Transfer(store, u, options, res.info.size, 1);
-    const blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
+    let blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
     const seen = (await cache.readState(viewId))?.files[''];
     let downloaded = 0;
-    if (!(await cache.checkedBlob(blob, res.info.size, undefined, seen))) {
+    let cached = await cache.checkedBlob(blob, res.info.size, undefined, seen);
+    const other = cached ? undefined : listedIdentity(res.info);
+    if (other !== undefined) {
+      const byListing = cache.blobPath(store.scheme, bucket, key, other);
+      if (await cache.checkedBlob(byListing, res.info.size, undefined, seen)) {
+        blob = byListing;
+        cached = true;
+      }
+    }
+    if (!cached) {
       // A copy there but not marked done, or a stale lock: a fetch of this file was killed,
       // and its temps go.
       if (lock.tookOver || cache.isRealDir(path.dirname(dest))) {
