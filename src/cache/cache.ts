@@ -11,7 +11,7 @@
  *   file/<scheme>/<bucket>/<h>/<name>                      single-file fetches (h: key hash)
  *   pin/<scheme>/<bucket>/<h>/<name>                       a file at ?at=version: (h: key+version)
  *   commit/<scheme>/<bucket>/<commit id>/<key...>          files at ?at=commit:
- *   state/<h>.json                                         what a view holds (version, inode, size, mtime); `done` marks it complete
+ *   state/<h>.json                                         what a view holds; `done` marks it complete
  *   locks/<h>                                              one fetch of a view at a time
  *   meta/<scheme>/<bucket>/<h>.json                        size/etag of a pinned version, for offline stat
  *   s3-routes/<fingerprint>.json                           S3 lean-path routes learned from the SDK (drivers/s3/route-store.ts)
@@ -33,10 +33,10 @@
  *
  * Cost per file matters: a folder fetch of 1,000 small objects makes about 8,000 file-system
  * calls. Through libuv's thread pool each costs two thread handoffs, about 0.1–0.3 ms of CPU on
- * small VMs, against ~10 µs when made directly. So the short metadata calls of a fetch (stat of a
- * blob, link, lstat) and the writes of small bodies (≤ 64 KiB) are direct, synchronous calls;
- * only fsync, which waits on the disk, and the writes of big bodies go through the pool. The
- * event loop blocks for microseconds at a time, never for a disk flush.
+ * small VMs, against ~10 µs when made directly. So the short metadata calls of a fetch (lstat
+ * of a blob, mkdir, link, lstat) and the writes of small bodies (≤ 64 KiB) are direct,
+ * synchronous calls; only fsync, which waits on the disk, and the writes of big bodies go
+ * through the pool. The event loop blocks for microseconds at a time, never for a disk flush.
  *
  * @module
  */
@@ -563,23 +563,9 @@ export class Cache {
   }
 
   /**
-   * The inode of the blob when it is there as a regular file in a real blob directory (blobs
-   * only ever appear complete), else `undefined`. Links are never followed: a blob replaced by
-   * a symlink (or anything but a regular file) is removed, so it is downloaded again.
-   */
-  async hasBlob(blob: string): Promise<number | undefined> {
-    // No exception for the common answer on a cold fetch ("not there"): building one per file
-    // cost more than the system call. Nothing there: nothing to trust, no directory to check.
-    const st = lstatOrUndefined(blob);
-    if (st === undefined || !this.isRealDir(path.dirname(blob))) return undefined;
-    if (st.isFile()) return st.ino;
-    rmSync(blob, { force: true, recursive: true });
-    return undefined;
-  }
-
-  /**
    * True when the blob can be linked into a view as the bytes of a version of `size` bytes: a
-   * regular file of that size in a real blob directory ({@link hasBlob}), and
+   * regular file of that size (never a link: blobs only ever appear complete) in a real blob
+   * directory, and
    * - when `seen` (the record of a view file being replaced) names this very inode: unchanged
    *   since (same size and mtime) — else it was edited in place through the view, and is bad;
    * - otherwise, when `digest` is given: its bytes hash to it (one read of the file).
