@@ -73,8 +73,10 @@ export async function fetchCommit(
       if (rec && intact(f, rec)) record[f.key] = rec;
       else missing.push(f);
     }
-    // Taking over from an interrupted fetch: its temps are cleaned from the blob folders.
-    const recovering = lock.tookOver || (state !== undefined && !state.done);
+    // Taking over from an interrupted fetch (a stale lock, or a copy there without a done
+    // state): its temps are cleaned from the blob folders this fetch writes to.
+    const recovering =
+      lock.tookOver || (state ? !state.done : cache.isRealDir(single ? dirname(path) : path));
     if (state && (missing.length > 0 || !state.done)) {
       lock.check();
       await cache.clearState(viewId);
