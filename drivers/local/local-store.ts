@@ -16,6 +16,11 @@
  *   wins.
  * - Version files and index entries are immutable once published and never removed, so readers
  *   take no lock: the newest version of a key is the largest version file name.
+ * Large files move at disk speed: a put from a file of 8 MiB or more is copied by the kernel
+ * (`./file-copy.ts`; its version's ETag is a CRC-32, not an MD5), and a read of a whole version
+ * hands the cache the version file itself (`GetResult.file`), which the cache copies with the
+ * kernel too. Nothing else streams a large file through JavaScript. Streams, buffers and small
+ * files are written as before, with the MD5 of the bytes as the ETag.
  *
  * Byte ranges follow S3: a range whose start is at or past the end of the object is refused
  * (`StoreError`, status 416); an end past the object is clamped to its size, and `contentRange`
@@ -27,7 +32,7 @@
  * @module
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { constants as fsConstants } from 'node:fs';
+import { createReadStream, constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { addAbortSignal, type Readable } from 'node:stream';
@@ -51,7 +56,9 @@ import { compareUtf8 } from '../../src/keys.js';
 import { ObjectStore } from '../../src/object-store.js';
 import type { StoreOptions } from '../../src/store.js';
 import { encodeSegment, segmentProblem, Uri } from '../../src/uri.js';
+import { copyFromFile } from './file-copy.js';
 import {
+  etagOf,
   folderDirName,
   indexName,
   isVersionId,
@@ -109,6 +116,14 @@ interface KeyPath {
   ref: SegmentRef;
   /** Every directory from the bucket down to `dir` whose name is hashed (needs `.name`). */
   hashed: { dir: string; segment: string }[];
+}
+
+/** A written, fsynced temp file in a key's directory, ready to be published. */
+interface TempFile {
+  path: string;
+  size: number;
+  /** The checksum token of the version file name (see `./layout.ts`). */
+  checksum: string;
 }
 
 /** One object or folder in a folder directory, decoded. */
@@ -236,7 +251,7 @@ export class LocalStore extends ObjectStore {
     const temp = await this.#writeTemp(where, source, options);
     try {
       const published = await this.#locked(where, options.signal, async () =>
-        this.#publish(where, { temp: temp.path, size: temp.size, md5: temp.md5 }),
+        this.#publish(where, temp),
       );
       this.#trace(`put ${where.uri} ${published.versionId} (${temp.size} bytes)`);
       return infoOf(key, published);
@@ -283,7 +298,7 @@ export class LocalStore extends ObjectStore {
             versionId: v.versionId,
             size: v.size,
             current: i === versions.length - 1,
-            etag: v.md5 === undefined ? undefined : `"${v.md5}"`,
+            etag: etagOf(v),
             lastModified: timeOf(v),
           };
         }
@@ -329,7 +344,7 @@ export class LocalStore extends ObjectStore {
         if (newest !== undefined && newest.size !== null) {
           throw new Exists(`${where.uri} exists (version ${newest.versionId})`, { uri: where.uri });
         }
-        return this.#publish(where, { temp: temp.path, size: temp.size, md5: temp.md5 });
+        return this.#publish(where, temp);
       });
       this.#trace(`create ${where.uri} ${published.versionId}`);
       return infoOf(key, published);
@@ -357,7 +372,11 @@ export class LocalStore extends ObjectStore {
     await this.#linkOrCopy(sourcePath, temp, from.uri, to.uri);
     try {
       const published = await this.#locked(to, options.signal, async () =>
-        this.#publish(to, { temp, size: source.size as number, md5: source.md5 as string }),
+        this.#publish(to, {
+          path: temp,
+          size: source.size as number,
+          checksum: source.checksum as string,
+        }),
       );
       this.#trace(`copy ${from.uri}@${source.versionId} -> ${to.uri} ${published.versionId}`);
       return infoOf(toKey, published);
@@ -517,15 +536,32 @@ export class LocalStore extends ObjectStore {
 
   // ---- writing ---------------------------------------------------------------------------
 
-  /** Stream `source` into a new temp file in the key's directory, hashing and fsyncing it. */
-  async #writeTemp(
-    where: KeyPath,
-    source: PutSource,
-    options: PutOptions,
-  ): Promise<{ path: string; size: number; md5: string }> {
+  /**
+   * Write `source` into a new temp file in the key's directory, with its checksum, fsynced: a
+   * large file is copied by the kernel (`./file-copy.ts`, CRC-32), anything else streamed and
+   * hashed (MD5).
+   */
+  async #writeTemp(where: KeyPath, source: PutSource, options: PutOptions): Promise<TempFile> {
     const { signal, onProgress } = options;
-    const chunks = await openSource(source, signal);
     const temp = path.join(where.dir, tempName());
+    if (typeof source === 'string') {
+      let copied: { size: number; checksum: string } | undefined;
+      try {
+        copied = await copyFromFile(source, temp, { uri: where.uri, signal, onProgress });
+      } catch (error) {
+        throw fsError(error, `cannot write ${where.uri}`, where.uri);
+      }
+      if (copied !== undefined) {
+        try {
+          checkAnnounced(where, copied.size, options.size);
+        } catch (error) {
+          await this.#removeTemp(temp);
+          throw error;
+        }
+        return { path: temp, ...copied };
+      }
+    }
+    const chunks = await openSource(source, signal);
     let handle: fs.FileHandle;
     try {
       handle = await fs.open(temp, 'wx');
@@ -543,12 +579,7 @@ export class LocalStore extends ObjectStore {
         size += chunk.length;
         onProgress?.(size);
       }
-      if (options.size !== undefined && options.size !== size) {
-        throw new StoreError(
-          `the source of ${where.uri} gave ${size} bytes, not the ${options.size} announced`,
-          { uri: where.uri },
-        );
-      }
+      checkAnnounced(where, size, options.size);
       await handle.sync();
     } catch (error) {
       chunks.destroy?.();
@@ -557,17 +588,14 @@ export class LocalStore extends ObjectStore {
       throw fsError(error, `cannot write ${where.uri}`, where.uri);
     }
     await handle.close();
-    return { path: temp, size, md5: hash.digest('hex') };
+    return { path: temp, size, checksum: hash.digest('hex') };
   }
 
   /**
    * Under the key's lock: give the temp file (or, for `undefined`, a new delete marker) the next
    * version ID, make it visible, and index it in the folder (the protocol is in `./layout.ts`).
    */
-  async #publish(
-    where: KeyPath,
-    bytes: { temp: string; size: number; md5: string } | undefined,
-  ): Promise<VersionFile> {
+  async #publish(where: KeyPath, bytes: TempFile | undefined): Promise<VersionFile> {
     const pending = path.join(where.folder, pendingName(where.ref));
     const leftover = !(await createEmpty(pending, where.uri));
     const names = await this.#versionNames(where.dir, where.uri);
@@ -584,11 +612,11 @@ export class LocalStore extends ObjectStore {
     const name =
       bytes === undefined
         ? versionFileName(versionId, null)
-        : versionFileName(versionId, bytes.size, bytes.md5);
+        : versionFileName(versionId, bytes.size, bytes.checksum);
     const file = path.join(where.dir, name);
     try {
       if (bytes === undefined) await fs.writeFile(file, '', { flag: 'wx' });
-      else await fs.rename(bytes.temp, file);
+      else await fs.rename(bytes.path, file);
     } catch (error) {
       throw fsError(error, `cannot publish ${where.uri}`, where.uri);
     }
@@ -677,7 +705,10 @@ export class LocalStore extends ObjectStore {
 
   // ---- reading ---------------------------------------------------------------------------
 
-  /** Open one version as a stream, honouring a byte range the way S3 does. */
+  /**
+   * Read one version: the whole of it as its immutable file (`GetResult.file`) and a stream
+   * opened on first use, or a byte range, honoured the way S3 does, as a stream.
+   */
   async #open(
     key: string,
     where: KeyPath,
@@ -703,17 +734,33 @@ export class LocalStore extends ObjectStore {
       }
       range = { start, end: Math.min(end, size) };
     }
+    const file = path.join(where.dir, v.name);
+    if (range === undefined) {
+      // The whole version: an immutable file, so the caller may copy it itself (`file`); the
+      // stream is opened only when asked for.
+      let body: Readable | undefined;
+      const signal = options.signal;
+      return {
+        get body() {
+          if (body === undefined) {
+            body = createReadStream(file);
+            if (signal !== undefined) addAbortSignal(signal, body);
+          }
+          return body;
+        },
+        file: { path: file, size },
+        info,
+        contentLength: size,
+      };
+    }
     let handle: fs.FileHandle;
     try {
-      handle = await fs.open(path.join(where.dir, v.name), 'r');
+      handle = await fs.open(file, 'r');
     } catch (error) {
       throw fsError(error, `cannot read ${where.uri}`, where.uri);
     }
-    const body: Readable = range
-      ? handle.createReadStream({ start: range.start, end: range.end - 1 })
-      : handle.createReadStream();
+    const body = handle.createReadStream({ start: range.start, end: range.end - 1 });
     if (options.signal !== undefined) addAbortSignal(options.signal, body);
-    if (range === undefined) return { body, info, contentLength: size };
     return {
       body,
       info,
@@ -880,6 +927,19 @@ function tempName(): string {
   return `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
 }
 
+/**
+ * A `StoreError` when a source gave another size than the caller announced (a put from a file
+ * announces its size as `stat` saw it; a file that changed since is refused, not stored).
+ */
+function checkAnnounced(where: KeyPath, size: number, announced: number | undefined): void {
+  if (announced !== undefined && announced !== size) {
+    throw new StoreError(
+      `the source of ${where.uri} gave ${size} bytes, not the ${announced} announced`,
+      { uri: where.uri },
+    );
+  }
+}
+
 /** Create an empty file if it does not exist: true when this call created it. */
 async function createEmpty(file: string, uri: string): Promise<boolean> {
   try {
@@ -917,7 +977,7 @@ function infoOf(key: string, v: VersionFile): ObjectInfo {
     size: v.size as number,
     version: v.versionId,
     versionId: v.versionId,
-    etag: `"${v.md5}"`,
+    etag: etagOf(v),
     lastModified: timeOf(v),
   };
 }
