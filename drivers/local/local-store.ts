@@ -16,6 +16,9 @@
  *   wins.
  * - Version files and index entries are immutable once published and never removed, so readers
  *   take no lock: the newest version of a key is the largest version file name.
+ * - A writer killed before its rename leaves only a temp file; the next write into the key's
+ *   directory removes the temps of writers that are gone (`./temp-files.ts`).
+ *
  * Large files move at disk speed: a put from a file of 8 MiB or more is copied by the kernel
  * (`./file-copy.ts`; its version's ETag is a CRC-32, not an MD5), and a read of a whole version
  * hands the cache the version file itself (`GetResult.file`), which the cache copies with the
@@ -31,7 +34,7 @@
  *
  * @module
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { createReadStream, constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -75,13 +78,12 @@ import {
   type VersionFile,
   versionFileName,
 } from './layout.js';
+import { judgeTemp, STALE_TEMP_MS, tempName } from './temp-files.js';
 
 const debug = debuglog('provcat:local');
 
 /** Keys whose version directories a listing reads at once. */
 const LIST_BATCH = 64;
-/** Age after which a temp file is a crashed writer's leftover. */
-const STALE_TEMP_MS = 60 * 60 * 1000;
 /** Default (and largest useful) page size of `_pages`, as on S3. */
 const DEFAULT_PAGE = 1000;
 /** How long a writer waits for a key's lock: longer than the 10 s after which a lock is stale. */
@@ -481,14 +483,20 @@ export class LocalStore extends ObjectStore {
     return sortVersions(await this.#versionNames(dir, what));
   }
 
-  /** Remove temp files of writers that died over an hour ago (a live write takes seconds). */
+  /**
+   * Remove the temp files of writers that are gone: a process of this machine that no longer
+   * runs, or a writer that has not touched its temp for an hour (see `./temp-files.ts`).
+   */
   async #sweepTemps(dir: string, names: string[]): Promise<void> {
     for (const name of names) {
-      if (!name.startsWith('.tmp-')) continue;
+      const verdict = judgeTemp(name);
+      if (verdict === undefined || verdict === 'live') continue;
       const file = path.join(dir, name);
       try {
-        const { mtimeMs } = await fs.stat(file);
-        if (Date.now() - mtimeMs < STALE_TEMP_MS) continue;
+        if (verdict === 'by-age') {
+          const { mtimeMs } = await fs.stat(file);
+          if (Date.now() - mtimeMs < STALE_TEMP_MS) continue;
+        }
         await fs.rm(file, { force: true });
         this.#trace(`removed the stale temp file ${file}`);
       } catch (error) {
@@ -921,10 +929,6 @@ function keyProblem(key: string): string | undefined {
 
 function uriOf(bucket: string, key: string): string {
   return `local://${bucket}/${key.split('/').map(encodeSegment).join('/')}`;
-}
-
-function tempName(): string {
-  return `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
 }
 
 /**
