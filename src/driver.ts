@@ -161,4 +161,9 @@ export interface Capabilities {
   versions: boolean;
   /** `_get` honours byte ranges. */
   ranges: boolean;
+  /**
+   * Every bucket keeps versions, whatever `makeBucket` was asked (the local store); unset when
+   * that depends on the bucket.
+   */
+  versionsAlways?: boolean | undefined;
 }

@@ -162,7 +162,7 @@ interface WalkItem {
 export class LocalStore extends ObjectStore {
   readonly scheme = 'local';
   readonly driver = 'local';
-  readonly capabilities: Capabilities = { versions: true, ranges: true };
+  readonly capabilities: Capabilities = { versions: true, ranges: true, versionsAlways: true };
   /** The absolute directory holding the buckets. */
   readonly root: string;
 
