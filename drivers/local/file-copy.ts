@@ -122,65 +122,13 @@ async function copyOpened(
   temp: string,
   options: CopyOptions,
 ): Promise<CopiedFile | undefined> {
-  const { uri, signal } = options;
   const output = await fs.open(temp, 'wx');
-  const child = spawn(cp, ['--', source, temp], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (text: string) => {
-    if (stderr.length < STDERR_BYTES) stderr += text;
-  });
-  const exited = new Promise<{ code: number | null; spawnError?: Error }>((resolve) => {
-    child.once('error', (spawnError) => resolve({ code: null, spawnError }));
-    child.once('close', (code) => resolve({ code }));
-  });
-  const stop = () => child.kill('SIGKILL');
-  signal?.addEventListener('abort', stop, { once: true });
-  let summed: { crc: number; bytes: number } | undefined;
-  let failure: unknown;
   try {
-    summed = await crcOf(input, signal, options.onProgress);
-  } catch (error) {
-    failure = error;
-    stop();
-  }
-  const { code, spawnError } = await exited;
-  signal?.removeEventListener('abort', stop);
-  try {
-    if (spawnError !== undefined && failure === undefined) {
-      // No cp after all (removed, not executable): this process streams from now on.
-      debug('kernel copy: cannot run %s (%s); streaming instead', cp, String(spawnError));
-      cpPath = null;
-      await output.close();
-      await fs.rm(temp, { force: true });
-      return undefined;
-    }
-    if (failure !== undefined) throw failure;
-    if (signal?.aborted) throw abortError(signal);
-    if (code !== 0) {
-      throw new StoreError(
-        `cannot copy ${source} to ${uri}: ${cp} exited with ${code}: ${stderr.trim()}`,
-        { uri },
-      );
-    }
-    const after = await input.stat({ bigint: true });
-    const named = await fs.stat(source, { bigint: true });
-    const copied = (await output.stat()).size;
-    const size = Number(before.size);
-    if (
-      changed(before, after) ||
-      changed(before, named) ||
-      summed?.bytes !== size ||
-      copied !== size
-    ) {
-      throw new StoreError(
-        `${source} changed while it was copied to ${uri} (${size} bytes before, ${after.size} after); nothing was stored`,
-        { uri },
-      );
-    }
-    await output.sync();
+    const copied = await copyAndSum(cp, input, before, source, output, temp, options);
+    if (copied !== undefined) await output.sync();
     await output.close();
-    return { size, checksum: crc32Checksum(summed.crc) };
+    if (copied === undefined) await fs.rm(temp, { force: true });
+    return copied;
   } catch (error) {
     await output.close().catch((closeError: unknown) => {
       debug('kernel copy: cannot close %s: %s', temp, String(closeError));
@@ -188,6 +136,99 @@ async function copyOpened(
     await fs.rm(temp, { force: true });
     throw error;
   }
+}
+
+/** Run `cp` into `temp` while summing `input`; check that both saw the same, unchanged file. */
+async function copyAndSum(
+  cp: string,
+  input: fs.FileHandle,
+  before: BigIntStats,
+  source: string,
+  output: fs.FileHandle,
+  temp: string,
+  options: CopyOptions,
+): Promise<CopiedFile | undefined> {
+  const { uri, signal } = options;
+  const child = runCopy(cp, source, temp);
+  signal?.addEventListener('abort', child.kill, { once: true });
+  let summed: { crc: number; bytes: number } | undefined;
+  let failure: unknown;
+  try {
+    summed = await crcOf(input, signal, options.onProgress);
+  } catch (error) {
+    failure = error;
+    child.kill();
+  }
+  const exit = await child.exited;
+  signal?.removeEventListener('abort', child.kill);
+  if (failure !== undefined) throw failure;
+  if (signal?.aborted) throw abortError(signal);
+  if (exit.spawnError !== undefined) {
+    // No cp after all (removed, not executable): this process streams from now on.
+    debug('kernel copy: cannot run %s (%s); streaming instead', cp, String(exit.spawnError));
+    cpPath = null;
+    return undefined;
+  }
+  if (exit.code !== 0) {
+    throw new StoreError(
+      `cannot copy ${source} to ${uri}: ${cp} ended with ${exit.code ?? exit.signal}: ${exit.stderr.trim()}`,
+      { uri },
+    );
+  }
+  const after = await input.stat({ bigint: true });
+  const named = await fs.stat(source, { bigint: true });
+  const copied = (await output.stat()).size;
+  const size = Number(before.size);
+  if (
+    changed(before, after) ||
+    changed(before, named) ||
+    summed?.bytes !== size ||
+    copied !== size
+  ) {
+    throw new StoreError(
+      `${source} changed while it was copied to ${uri} (${size} bytes before, ${after.size} after); nothing was stored`,
+      { uri },
+    );
+  }
+  return { size, checksum: crc32Checksum(summed.crc) };
+}
+
+/** How a `cp` child ended. */
+interface CopyExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Set when the child could not be started at all. */
+  spawnError?: Error | undefined;
+  /** The start of its error output. */
+  stderr: string;
+}
+
+/** Start `cp -- source temp`; `kill` stops it (SIGKILL), `exited` settles once it is gone. */
+function runCopy(
+  cp: string,
+  source: string,
+  temp: string,
+): { kill: () => void; exited: Promise<CopyExit> } {
+  let stderr = '';
+  let child: ReturnType<typeof spawn>;
+  try {
+    child = spawn(cp, ['--', source, temp], { stdio: ['ignore', 'ignore', 'pipe'] });
+  } catch (error) {
+    const spawnError = error instanceof Error ? error : new Error(String(error));
+    return {
+      kill: () => {},
+      exited: Promise.resolve({ code: null, signal: null, spawnError, stderr }),
+    };
+  }
+  child.stderr?.setEncoding('utf8');
+  child.stderr?.on('data', (text: string) => {
+    if (stderr.length < STDERR_BYTES) stderr += text;
+  });
+  const exited = new Promise<CopyExit>((resolve) => {
+    child.once('error', (spawnError) => resolve({ code: null, signal: null, spawnError, stderr }));
+    child.once('close', (code, signal) => resolve({ code, signal, stderr }));
+  });
+  return { kill: () => child.kill('SIGKILL'), exited };
 }
 
 /** True when the file is not the one `before` described, or was modified since. */
