@@ -4,8 +4,7 @@
  * Streaming a file through JavaScript costs a read and a write system call per chunk, a
  * JavaScript turn per chunk and an MD5 over every byte: seconds of CPU per GiB, several times
  * `cp`. Here the bytes never enter the process: `cp` copies them (a reflink where the file
- * system can clone, else `copy_file_range` inside the kernel) into the store's temp file, while
- * this process reads the source once more, concurrently, for its CRC-32, the version's checksum.
+ * system can clone, else `copy_file_range` inside the kernel) into the store's temp file.
  *
  * Why these choices:
  * - **`cp` in a child, not `fs.copyFile`.** libuv's copy loop (Node 20, libuv 1.46) copies the
@@ -15,21 +14,22 @@
  *   file may change during a put; `cp` stops at end of file, and a child can be killed (an
  *   abort). Starting it costs milliseconds, hence {@link KERNEL_COPY_BYTES}: smaller files
  *   stream as before.
- * - **CRC-32, not MD5, for these versions.** MD5 runs at a few hundred MB/s on one core here,
- *   slower than the disk: an MD5 would make a large put several times `cp` + `sync` however
- *   it overlaps the copy, while zlib's CRC-32 runs at several GB/s and overlaps it entirely
- *   (docs/performance.md has the measurements). A CRC-32 still detects bit rot in a stored
- *   version and tells a changed file of the same size from an unchanged one (except for one in
- *   2^32 changes); the version ID, not the ETag, is what changes with every write. The ETag
- *   says which it is (`"crc32:…"`, see `./layout.ts`), so nothing checks it as an MD5.
- * - **Never a mix of two versions of the source.** The CRC is taken from the source, not from
- *   the copy, so both must have read the same bytes: the source's size, modification and change
- *   times and inode are compared before and after, the CRC must cover exactly the size, and the
- *   copy must have that size. A source that changed is a `StoreError` and nothing is stored.
- *   Every durability rule of the store stays: the temp is fsynced before the caller renames it.
+ * - **No content hash for these versions.** Any hash means reading every byte into this process
+ *   as well. MD5 runs at a few hundred MB/s on one core here, slower than the copy, and even
+ *   zlib's CRC-32 plus the reads cost about as much CPU again as the whole copy, which on a
+ *   busy machine is wall time (docs/performance.md has both measured). Nothing needs one: the
+ *   version ID changes with every write, and a large object on S3 (a multipart upload) has no
+ *   MD5 ETag either, so a reader that checks content already cannot count on one for large
+ *   objects. The ETag of such a version is its version ID (`"<ticks>-<rand>"`, see
+ *   `./layout.ts`), which no check takes for an MD5.
+ * - **Never a mix of two versions of the source.** The source's size, modification and change
+ *   times and inode are compared before and after the copy (the change time moves with every
+ *   write, and a process cannot set it back), and the copy must have exactly that size. A
+ *   source that changed is a `StoreError` and nothing is stored. Every durability rule of the
+ *   store stays: the temp is fsynced before the caller renames it.
  *
- * Only on Linux (other platforms keep the streaming path), with a `cp` at `/bin/cp` or
- * `/usr/bin/cp` and `zlib.crc32` (Node ≥ 20.15).
+ * Only on Linux (other platforms keep the streaming path), with a `cp` at `/usr/bin/cp` or
+ * `/bin/cp`.
  *
  * @module
  */
@@ -38,17 +38,15 @@ import { type BigIntStats, existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { debuglog } from 'node:util';
-import zlib from 'node:zlib';
 import { abortError, StoreError } from '../../src/errors.js';
-import { crc32Checksum } from './layout.js';
 
 const debug = debuglog('provcat:local');
 
 /** Files from this size up are copied by the kernel; smaller ones stream. */
 export const KERNEL_COPY_BYTES = 8 * 1024 * 1024;
 
-/** Bytes read per CRC step (two buffers: one is read while the other is summed). */
-const READ_BYTES = 1024 * 1024;
+/** How often the copy's progress is reported (the size of the temp file so far). */
+const PROGRESS_MS = 250;
 
 /** Most bytes of `cp`'s error output kept for the error message. */
 const STDERR_BYTES = 4096;
@@ -56,8 +54,6 @@ const STDERR_BYTES = 4096;
 /** What {@link copyFromFile} wrote. */
 export interface CopiedFile {
   size: number;
-  /** The checksum token of the version file name (`crc32-<8 hex>`). */
-  checksum: string;
 }
 
 /** Options of {@link copyFromFile}. */
@@ -65,7 +61,10 @@ export interface CopyOptions {
   /** `local://bucket/key`, for messages. */
   uri: string;
   signal?: AbortSignal | undefined;
-  /** Called with the cumulative number of bytes summed (the copy runs alongside). */
+  /**
+   * Called with the bytes copied so far, a few times a second, and with the whole size once
+   * `cp` is done (before the copy is checked and fsynced).
+   */
   onProgress?: ((bytes: number) => void) | undefined;
 }
 
@@ -75,7 +74,7 @@ let cpPath: string | null | undefined;
 function kernelCopier(): string | null {
   if (cpPath === undefined) {
     cpPath = null;
-    if (process.platform === 'linux' && typeof zlib.crc32 === 'function') {
+    if (process.platform === 'linux') {
       cpPath = ['/usr/bin/cp', '/bin/cp'].find((p) => existsSync(p)) ?? null;
     }
   }
@@ -84,7 +83,7 @@ function kernelCopier(): string | null {
 
 /**
  * Copy the regular file `source` into a new file `temp` (created here, exclusively) with the
- * kernel, summing it concurrently (see the module comment), and fsync `temp`. Returns
+ * kernel (see the module comment), and fsync `temp`. Returns
  * `undefined`, touching nothing, when the kernel copy does not apply: not Linux, no `cp`, a
  * source that is not a regular file of at least {@link KERNEL_COPY_BYTES}, or one that cannot
  * be opened (the caller's streaming path then reports that). On failure (the source changed,
@@ -124,7 +123,7 @@ async function copyOpened(
 ): Promise<CopiedFile | undefined> {
   const output = await fs.open(temp, 'wx');
   try {
-    const copied = await copyAndSum(cp, input, before, source, output, temp, options);
+    const copied = await copyChecked(cp, input, before, source, output, temp, options);
     if (copied !== undefined) await output.sync();
     await output.close();
     if (copied === undefined) await fs.rm(temp, { force: true });
@@ -138,8 +137,8 @@ async function copyOpened(
   }
 }
 
-/** Run `cp` into `temp` while summing `input`; check that both saw the same, unchanged file. */
-async function copyAndSum(
+/** Run `cp` into `temp`; check that the source did not change meanwhile. */
+async function copyChecked(
   cp: string,
   input: fs.FileHandle,
   before: BigIntStats,
@@ -148,20 +147,23 @@ async function copyAndSum(
   temp: string,
   options: CopyOptions,
 ): Promise<CopiedFile | undefined> {
-  const { uri, signal } = options;
+  const { uri, signal, onProgress } = options;
   const child = runCopy(cp, source, temp);
   signal?.addEventListener('abort', child.kill, { once: true });
-  let summed: { crc: number; bytes: number } | undefined;
-  let failure: unknown;
-  try {
-    summed = await crcOf(input, signal, options.onProgress);
-  } catch (error) {
-    failure = error;
-    child.kill();
-  }
+  let copying = true;
+  const progress =
+    onProgress === undefined
+      ? undefined
+      : setInterval(() => {
+          output.stat().then(
+            ({ size }) => copying && onProgress(size),
+            (error: unknown) => debug('kernel copy: cannot stat %s: %s', temp, String(error)),
+          );
+        }, PROGRESS_MS);
   const exit = await child.exited;
+  copying = false;
+  clearInterval(progress);
   signal?.removeEventListener('abort', child.kill);
-  if (failure !== undefined) throw failure;
   if (signal?.aborted) throw abortError(signal);
   if (exit.spawnError !== undefined) {
     // No cp after all (removed, not executable): this process streams from now on.
@@ -175,22 +177,18 @@ async function copyAndSum(
       { uri },
     );
   }
+  const size = Number(before.size);
+  onProgress?.(size);
   const after = await input.stat({ bigint: true });
   const named = await fs.stat(source, { bigint: true });
   const copied = (await output.stat()).size;
-  const size = Number(before.size);
-  if (
-    changed(before, after) ||
-    changed(before, named) ||
-    summed?.bytes !== size ||
-    copied !== size
-  ) {
+  if (changed(before, after) || changed(before, named) || copied !== size) {
     throw new StoreError(
       `${source} changed while it was copied to ${uri} (${size} bytes before, ${after.size} after); nothing was stored`,
       { uri },
     );
   }
-  return { size, checksum: crc32Checksum(summed.crc) };
+  return { size };
 }
 
 /** How a `cp` child ended. */
@@ -240,27 +238,4 @@ function changed(before: BigIntStats, now: BigIntStats): boolean {
     now.mtimeNs !== before.mtimeNs ||
     now.ctimeNs !== before.ctimeNs
   );
-}
-
-/** The CRC-32 of the whole file behind `input`, read to its end from offset 0. */
-async function crcOf(
-  input: fs.FileHandle,
-  signal: AbortSignal | undefined,
-  onProgress: ((bytes: number) => void) | undefined,
-): Promise<{ crc: number; bytes: number }> {
-  const buffers = [Buffer.allocUnsafe(READ_BYTES), Buffer.allocUnsafe(READ_BYTES)];
-  let crc = 0;
-  let bytes = 0;
-  let turn = 0;
-  let reading = input.read(buffers[0] as Buffer, 0, READ_BYTES, 0);
-  for (;;) {
-    const { bytesRead, buffer } = await reading;
-    if (bytesRead === 0) return { crc, bytes };
-    signal?.throwIfAborted();
-    bytes += bytesRead;
-    turn ^= 1;
-    reading = input.read(buffers[turn] as Buffer, 0, READ_BYTES, bytes);
-    crc = zlib.crc32(buffer.subarray(0, bytesRead), crc);
-    onProgress?.(bytes);
-  }
 }

@@ -5,8 +5,8 @@
  * <root>/<bucket>/                     a bucket: a folder directory
  *   d.<seg>/                           folder `seg/` (a folder directory: same layout inside)
  *   o.<seg>/                           object `seg`: the truth about its versions
- *     <ticks>-<rand>.<size>.<check>    one version with bytes (an immutable file); <check> is
- *                                      its checksum: 32 hex digits (MD5) or crc32-<8 hex>
+ *     <ticks>-<rand>.<size>.<md5>      one version with bytes (an immutable file)
+ *     <ticks>-<rand>.<size>            one version with bytes copied by the kernel (no MD5)
  *     <ticks>-<rand>.x                 a delete marker (an empty file)
  *     .lock/                           the per-key writer lock (proper-lockfile), while held
  *     .tmp-<pid>-<host>-<rand>         a write in progress (ignored by readers; see temp-files.ts)
@@ -26,9 +26,9 @@
  *   never merges two encodings, and no non-ASCII byte ever reaches the file system.
  * - A segment whose escaped form is longer than {@link MAX_TOKEN} characters is named by its
  *   SHA-256, so a 1,024-byte key works under a 255-byte file-name limit.
- * - Everything about a version (ID, time, size, checksum, delete marker) is in its file name, so
- *   nothing is ever parsed from file contents. The checksum is the version's ETag: the MD5 of
- *   the bytes (`"<32 hex>"`) for a write streamed through provcat, the CRC-32 (`"crc32:<8 hex>"`,
+ * - Everything about a version (ID, time, size, MD5, delete marker) is in its file name, so
+ *   nothing is ever parsed from file contents. The version's ETag is the MD5 of its bytes
+ *   (`"<32 hex>"`) for a write streamed through provcat, and its version ID (`"<ticks>-<rand>"`,
  *   never mistaken for an MD5) for a large file the kernel copied (see `./file-copy.ts`).
  * - Listing speed: the object directory is the truth, and one `readdir` of it answers `_head`
  *   and `_get`. But a listing of 10,000 keys cannot afford 10,000 `readdir`s, so every folder
@@ -165,7 +165,7 @@ export type FolderEntry =
   | { tag: 'v'; ref: string; version: VersionFile };
 
 const INDEX_ENTRY =
-  /^v(\.[^/]+|h\.[0-9a-f]{64})\.((\d{17})-[0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})\.([0-9a-f]{32}|crc32-[0-9a-f]{8})|x)$/;
+  /^v(\.[^/]+|h\.[0-9a-f]{64})\.((\d{17})-[0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})(?:\.([0-9a-f]{32}))?|x)$/;
 const PLAIN_TOKEN = /^[a-z0-9._-]*[a-z0-9_-]$/;
 
 /** Parse a folder directory entry; `undefined` for anything this layout does not write. */
@@ -181,7 +181,7 @@ export function parseFolderEntry(name: string): FolderEntry | undefined {
       versionId: m[2] as string,
       ticks: Number(m[3]),
       size: m[4] === undefined ? null : Number(m[4]),
-      checksum: m[5],
+      md5: m[5],
     };
     return { tag: 'v', ref, version };
   }
@@ -219,16 +219,15 @@ export interface VersionFile {
   /** Size in bytes; `null` for a delete marker. */
   size: number | null;
   /**
-   * The checksum of the bytes as the file name spells it: 32 hex digits (MD5) or
-   * `crc32-<8 hex>` (CRC-32, as zlib computes it); `undefined` for a delete marker.
+   * The MD5 of the bytes, 32 hex digits; `undefined` for a delete marker and for a version the
+   * kernel copied (see `./file-copy.ts`).
    */
-  checksum: string | undefined;
+  md5: string | undefined;
 }
 
 const TICK_DIGITS = 17;
 const VERSION_ID = /^\d{17}-[0-9a-f]{8}$/;
-const VERSION_FILE =
-  /^(\d{17})-([0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})\.([0-9a-f]{32}|crc32-[0-9a-f]{8})|x)$/;
+const VERSION_FILE = /^(\d{17})-([0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})(?:\.([0-9a-f]{32}))?|x)$/;
 
 /** True when `id` has the shape of a local version ID (it may still not exist). */
 export function isVersionId(id: string): boolean {
@@ -241,32 +240,28 @@ export function parseVersionFile(name: string): VersionFile | undefined {
   if (!m) return undefined;
   const ticks = Number(m[1]);
   const versionId = `${m[1]}-${m[2]}`;
-  if (m[3] === undefined) return { name, versionId, ticks, size: null, checksum: undefined };
-  return { name, versionId, ticks, size: Number(m[3]), checksum: m[4] };
+  if (m[3] === undefined) return { name, versionId, ticks, size: null, md5: undefined };
+  return { name, versionId, ticks, size: Number(m[3]), md5: m[4] };
 }
 
 /**
- * The file name of a version with bytes (`checksum` given, as {@link VersionFile.checksum}
- * spells it) or of a delete marker (`size` null).
+ * The file name of a version with bytes (with its MD5 when it has one) or of a delete marker
+ * (`size` null).
  */
-export function versionFileName(versionId: string, size: number | null, checksum?: string): string {
-  return size === null ? `${versionId}.x` : `${versionId}.${size}.${checksum}`;
-}
-
-/** The checksum token of a CRC-32 (unsigned, as `zlib.crc32` returns it). */
-export function crc32Checksum(crc: number): string {
-  return `crc32-${(crc >>> 0).toString(16).padStart(8, '0')}`;
+export function versionFileName(versionId: string, size: number | null, md5?: string): string {
+  if (size === null) return `${versionId}.x`;
+  return md5 === undefined ? `${versionId}.${size}` : `${versionId}.${size}.${md5}`;
 }
 
 /**
- * The ETag of a version: `"<md5 hex>"` (S3's form for a single-part upload, so tools that check
- * an ETag against an MD5 may), or `"crc32:<8 hex>"`, which no MD5 check mistakes for one;
- * `undefined` for a delete marker.
+ * The ETag of a version: `"<md5 hex>"` (S3's form for a single-part upload, so a tool that
+ * checks an ETag against an MD5 may), or for a version without an MD5 its version ID
+ * (`"<ticks>-<rand>"`: with its `-` it reads like S3's multipart ETags, which no MD5 check
+ * takes for one); `undefined` for a delete marker.
  */
 export function etagOf(version: VersionFile): string | undefined {
-  const check = version.checksum;
-  if (check === undefined) return undefined;
-  return check.startsWith('crc32-') ? `"crc32:${check.slice(6)}"` : `"${check}"`;
+  if (version.size === null) return undefined;
+  return `"${version.md5 ?? version.versionId}"`;
 }
 
 /**

@@ -20,10 +20,10 @@
  *   directory removes the temps of writers that are gone (`./temp-files.ts`).
  *
  * Large files move at disk speed: a put from a file of 8 MiB or more is copied by the kernel
- * (`./file-copy.ts`; its version's ETag is a CRC-32, not an MD5), and a read of a whole version
- * hands the cache the version file itself (`GetResult.file`), which the cache copies with the
- * kernel too. Nothing else streams a large file through JavaScript. Streams, buffers and small
- * files are written as before, with the MD5 of the bytes as the ETag.
+ * (`./file-copy.ts`; such a version has no MD5, its ETag is its version ID), and a read of a
+ * whole version hands the cache the version file itself (`GetResult.file`), which the cache
+ * copies with the kernel too. Nothing else streams a large file through JavaScript. Streams,
+ * buffers and smaller files are written as before, with the MD5 of the bytes as the ETag.
  *
  * Byte ranges follow S3: a range whose start is at or past the end of the object is refused
  * (`StoreError`, status 416); an end past the object is clamped to its size, and `contentRange`
@@ -124,8 +124,8 @@ interface KeyPath {
 interface TempFile {
   path: string;
   size: number;
-  /** The checksum token of the version file name (see `./layout.ts`). */
-  checksum: string;
+  /** The MD5 of the bytes, hex; unset for a file the kernel copied (see `./file-copy.ts`). */
+  md5?: string | undefined;
 }
 
 /** One object or folder in a folder directory, decoded. */
@@ -374,11 +374,7 @@ export class LocalStore extends ObjectStore {
     await this.#linkOrCopy(sourcePath, temp, from.uri, to.uri);
     try {
       const published = await this.#locked(to, options.signal, async () =>
-        this.#publish(to, {
-          path: temp,
-          size: source.size as number,
-          checksum: source.checksum as string,
-        }),
+        this.#publish(to, { path: temp, size: source.size as number, md5: source.md5 }),
       );
       this.#trace(`copy ${from.uri}@${source.versionId} -> ${to.uri} ${published.versionId}`);
       return infoOf(toKey, published);
@@ -545,15 +541,14 @@ export class LocalStore extends ObjectStore {
   // ---- writing ---------------------------------------------------------------------------
 
   /**
-   * Write `source` into a new temp file in the key's directory, with its checksum, fsynced: a
-   * large file is copied by the kernel (`./file-copy.ts`, CRC-32), anything else streamed and
-   * hashed (MD5).
+   * Write `source` into a new temp file in the key's directory, fsynced: a large file is copied
+   * by the kernel (`./file-copy.ts`, no MD5), anything else streamed and hashed (MD5).
    */
   async #writeTemp(where: KeyPath, source: PutSource, options: PutOptions): Promise<TempFile> {
     const { signal, onProgress } = options;
     const temp = path.join(where.dir, tempName());
     if (typeof source === 'string') {
-      let copied: { size: number; checksum: string } | undefined;
+      let copied: { size: number } | undefined;
       try {
         copied = await copyFromFile(source, temp, { uri: where.uri, signal, onProgress });
       } catch (error) {
@@ -596,7 +591,7 @@ export class LocalStore extends ObjectStore {
       throw fsError(error, `cannot write ${where.uri}`, where.uri);
     }
     await handle.close();
-    return { path: temp, size, checksum: hash.digest('hex') };
+    return { path: temp, size, md5: hash.digest('hex') };
   }
 
   /**
@@ -620,7 +615,7 @@ export class LocalStore extends ObjectStore {
     const name =
       bytes === undefined
         ? versionFileName(versionId, null)
-        : versionFileName(versionId, bytes.size, bytes.checksum);
+        : versionFileName(versionId, bytes.size, bytes.md5);
     const file = path.join(where.dir, name);
     try {
       if (bytes === undefined) await fs.writeFile(file, '', { flag: 'wx' });
