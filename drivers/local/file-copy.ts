@@ -99,6 +99,8 @@ export async function copyFromFile(
   options.signal?.throwIfAborted();
   let input: fs.FileHandle;
   try {
+    // Looked at before it is opened: opening a named pipe would wait for its writer.
+    if (!isLarge(await fs.stat(source))) return undefined;
     input = await fs.open(source, 'r');
   } catch (error) {
     debug('kernel copy: cannot open %s (%s); streaming instead', source, String(error));
@@ -106,7 +108,7 @@ export async function copyFromFile(
   }
   try {
     const before = await input.stat({ bigint: true });
-    if (!before.isFile() || before.size < BigInt(KERNEL_COPY_BYTES)) return undefined;
+    if (!isLarge(before)) return undefined;
     return await copyOpened(cp, input, before, path.resolve(source), temp, options);
   } finally {
     await input.close();
@@ -227,6 +229,11 @@ function runCopy(
     child.once('close', (code, signal) => resolve({ code, signal, stderr }));
   });
   return { kill: () => child.kill('SIGKILL'), exited };
+}
+
+/** True for a regular file the kernel copy is for (see {@link KERNEL_COPY_BYTES}). */
+function isLarge(st: { isFile(): boolean; size: number | bigint }): boolean {
+  return st.isFile() && st.size >= KERNEL_COPY_BYTES;
 }
 
 /** True when the file is not the one `before` described, or was modified since. */

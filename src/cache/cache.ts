@@ -462,7 +462,8 @@ export class Cache {
    * it (a reflink where the file system can, else `copy_file_range`; no byte passes through
    * JavaScript) into a temp file this cache created, which is then made read-only, checked for
    * `expectedSize`, fsynced and renamed. The source is only read: a hard link would let an edit
-   * of the fetched file change the store's immutable version.
+   * of the fetched file change the store's immutable version. An abort is seen before the copy
+   * starts, not during it (the kernel's copy cannot be interrupted).
    */
   private async installFromFile(
     blob: string,
