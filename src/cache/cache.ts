@@ -42,7 +42,10 @@
  */
 import {
   closeSync,
+  copyFileSync,
+  fchmodSync,
   constants as fsc,
+  fstatSync,
   fsync,
   linkSync,
   lstatSync,
@@ -344,18 +347,22 @@ export class Cache {
    * Download a GET's body into the blob for (`key`, `identity`): temp file, fsync, rename. The
    * blob appears only complete; `expectedSize` guards against a body cut short. A result with
    * `bytes` (read whole) is written from them, one with `pipeTo` (reused read buffers) from
-   * that, else from `body`. With `digest`, the bytes are hashed as they are written and the
-   * blob appears only when they match (else `ObjectIntegrityError('DigestMismatch')`, and
-   * nothing is left). Returns the blob path.
+   * that, one with a `file` (a driver's local file) copied by the kernel, else from `body`.
+   * With `digest`, the bytes are hashed as they are written and the blob appears only when they
+   * match (else `ObjectIntegrityError('DigestMismatch')`, and nothing is left); such a read
+   * never takes the `file` copy, whose bytes the process would not see. Returns the blob path.
    */
   async installBlob(
     blob: string,
-    res: Pick<GetResult, 'body' | 'pipeTo' | 'bytes' | 'release'>,
+    res: Pick<GetResult, 'body' | 'pipeTo' | 'bytes' | 'release' | 'file'>,
     expectedSize: number,
     onBytes?: (n: number) => void,
     signal?: AbortSignal,
     digest?: ExpectedContent,
   ): Promise<string> {
+    if (res.file !== undefined && digest === undefined) {
+      return this.installFromFile(blob, res.file.path, expectedSize, onBytes, signal);
+    }
     if (res.bytes) {
       try {
         if (res.bytes.length !== expectedSize) {
@@ -473,6 +480,50 @@ export class Cache {
     }
     closeSync(fd);
     renameSync(temp, blob);
+    return blob;
+  }
+
+  /**
+   * {@link installBlob} from a driver's local file ({@link GetResult.file}): the kernel copies
+   * it (a reflink where the file system can, else `copy_file_range`; no byte passes through
+   * JavaScript) into a temp file this cache created, which is then made read-only, checked for
+   * `expectedSize`, fsynced and renamed. The source is only read: a hard link would let an edit
+   * of the fetched file change the store's immutable version. An abort is seen before the copy
+   * starts, not during it (the kernel's copy cannot be interrupted).
+   */
+  private async installFromFile(
+    blob: string,
+    source: string,
+    expectedSize: number,
+    onBytes: ((n: number) => void) | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<string> {
+    signal?.throwIfAborted();
+    const temp = tempPathFor(blob);
+    // Writable until it is complete (the copy opens it by name); read-only before it is visible.
+    const fd = await this.inDir(path.dirname(blob), async () =>
+      openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o644),
+    );
+    try {
+      // A small file's copy takes microseconds: made directly, like the small writes above.
+      if (expectedSize <= SMALL_BLOB_BYTES) copyFileSync(source, temp, fsc.COPYFILE_FICLONE);
+      else await copyFile(source, temp, fsc.COPYFILE_FICLONE);
+      const { size } = fstatSync(fd);
+      if (size !== expectedSize) {
+        throw new StoreError(`copied ${size} bytes, ${expectedSize} expected; nothing was cached`);
+      }
+      fchmodSync(fd, 0o444);
+      await new Promise<void>((resolve, reject) =>
+        fsync(fd, (error) => (error ? reject(error) : resolve())),
+      );
+    } catch (error) {
+      closeSync(fd);
+      rmSync(temp, { force: true });
+      throw error;
+    }
+    closeSync(fd);
+    renameSync(temp, blob);
+    onBytes?.(expectedSize);
     return blob;
   }
 
