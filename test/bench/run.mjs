@@ -37,6 +37,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { gcsCases, gcsTargets } from './gcs.mjs';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -69,6 +70,7 @@ if (opt.help) {
     [
       'usage: node test/bench/run.mjs [--cases 1,2,...] [--runs N] [--big-runs N] [--big-mib M]',
       '                               [--heavy-runs N] [--all-peers] [--quick] [--write|--no-write] [--clean]',
+      '  --cases g       the GCS cases (gcs.mjs: the GCS test server, rclone, the raw GCS SDK); not in the default set',
       '  --runs N        counted runs of the light cases (default 5; each after one warm-up round)',
       '  --heavy-runs N  counted runs of the 10,000-file cases (default 3)',
       '  --big-runs N    counted runs of the 1 GiB cases (default 3)',
@@ -1032,6 +1034,21 @@ try {
     );
   }
 
+  if (selected.has('g')) {
+    const withServerPids = async (pids, fn) => {
+      const saved = serverPids;
+      serverPids = pids;
+      try {
+        return await fn();
+      } finally {
+        serverPids = saved;
+      }
+    };
+    const rmDir = (dir) => rm(dir, { recursive: true, force: true });
+    const h = { runCase, tool, freshDir, expectFolder, lastJson, runQuiet, rm: rmDir };
+    cases.push(...(await gcsCases({ ...h, env, runs: RUNS, log, cleanups, withServerPids })));
+  }
+
   const needBig = selected.has('4') || selected.has('5');
   if (needBig) {
     const bigBucket = `provcat-bench-big-${randomBytes(4).toString('hex')}`;
@@ -1315,6 +1332,7 @@ function targets(result) {
     ratio('6', 'provcat commit', 'raw SDK: one ListObjectVersions pass'),
     2.5,
   );
+  gcsTargets(add, ratio);
   for (const t of ['provcat stat ?at=commit (cached)', 'provcat ls ?at=commit (cached)']) {
     const r = row('7', t)?.requests?.total;
     if (r !== undefined)
