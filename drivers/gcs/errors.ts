@@ -46,16 +46,14 @@ export function statusOf(error: unknown): number | undefined {
  * driver received itself, with the JSON API's error message when the body has one.
  */
 export function responseError(status: number, body: string, what: string): Error {
-  let message = body.trim().slice(0, 300) || `HTTP ${status}`;
-  let reason: unknown;
   let parsed: { error?: { message?: string; errors?: GcsErrorLike['errors'] } } | undefined;
   try {
     parsed = JSON.parse(body);
   } catch {
     // Not the JSON API's error shape (a proxy's page): its text is the message, kept above.
   }
-  message = parsed?.error?.message ?? message;
-  reason = parsed?.error?.errors?.[0]?.reason;
+  const message = parsed?.error?.message ?? (body.trim().slice(0, 300) || `HTTP ${status}`);
+  const reason = parsed?.error?.errors?.[0]?.reason;
   return Object.assign(new Error(`${what}: ${message}`), { code: status, errors: [{ reason }] });
 }
 

@@ -13,7 +13,7 @@
  *   answered with the rest when the part is in memory, else it fails the part.
  * - **List**: a status query (`bytes *\/*`) gives the committed offset; the parts it covers fully
  *   are listed (the last one too once the whole object is committed). A part the offset falls in
- *   is sent again from its start; GCS skips the bytes it already has.
+ *   is read again from its start (its SHA-256 rebuilt) but sent from the offset.
  * - **Complete**: the held bytes with `bytes a-b/TOTAL`, or an empty `bytes *\/TOTAL`.
  * - **Abort**: `DELETE` on the session (499). No call lists open sessions: one left behind by a
  *   crash expires after a week.
@@ -38,25 +38,20 @@ import { CHUNK_QUANTUM } from './config.js';
 import { gcsUriText, mapGcsError, responseError } from './errors.js';
 import { type ObjectResource, objectInfo } from './json-api.js';
 
-/** The committed size a 308 reports (`Range: bytes=0-N`; none: nothing). */
-function committedOf(res: Response): number {
-  const m = /^bytes=0-(\d+)$/.exec(res.headers.get('range') ?? '');
-  return m ? Number(m[1]) + 1 : 0;
-}
-
-/** The first `at` bytes of `source` as a stream; the rest is read too, into `tail()`. */
-function splitAt(source: Readable, at: number): { head: Readable; tail: () => Buffer } {
+/** Bytes `[from, to)` of `source` as a stream; the rest past `to` is read too, into `tail()`. */
+function slice(source: Readable, from: number, to: number): { body: Readable; tail: () => Buffer } {
   const rest: Buffer[] = [];
-  async function* head() {
+  async function* body() {
     let seen = 0;
     for await (const chunk of source as AsyncIterable<Buffer>) {
-      const room = Math.max(0, at - seen);
-      if (room > 0) yield chunk.subarray(0, room);
-      if (chunk.length > room) rest.push(Buffer.from(chunk.subarray(room)));
+      const a = Math.min(chunk.length, Math.max(0, from - seen));
+      const b = Math.min(chunk.length, Math.max(0, to - seen));
+      if (b > a) yield chunk.subarray(a, b);
+      if (chunk.length > b) rest.push(Buffer.from(chunk.subarray(b)));
       seen += chunk.length;
     }
   }
-  return { head: Readable.from(head(), { objectMode: false }), tail: () => Buffer.concat(rest) };
+  return { body: Readable.from(body(), { objectMode: false }), tail: () => Buffer.concat(rest) };
 }
 
 /** Resumable sessions in one bucket (see the module comment). */
@@ -70,6 +65,8 @@ export class GcsResumable implements PartProtocol {
   readonly leftover = "the session's expiry (GCS drops an unfinished session after a week)";
   /** The last part's bytes held back for `complete`, by session. */
   private readonly tails = new Map<string, Buffer>();
+  /** The committed offset a status query found, by session (a resume skips those bytes). */
+  private readonly committed = new Map<string, number>();
 
   constructor(
     private readonly bucket: string,
@@ -101,41 +98,33 @@ export class GcsResumable implements PartProtocol {
       );
     }
     const aligned = part.size - (part.size % CHUNK_QUANTUM);
-    let body: Uint8Array | Readable = part.body;
-    let tail: (() => Buffer) | undefined;
-    if (aligned < part.size && body instanceof Uint8Array) {
-      const bytes = body;
-      tail = () => Buffer.from(bytes.subarray(aligned));
-      body = bytes.subarray(0, aligned);
-    } else if (aligned < part.size) {
-      ({ head: body, tail } = splitAt(body as Readable, aligned));
-    }
     const end = part.offset + aligned;
-    for (let at = part.offset; at < end; ) {
-      const res = await this.send(
-        'chunk',
-        key,
-        upload,
-        `bytes ${at}-${end - 1}/*`,
-        body,
-        end - at,
-        part.signal,
-      );
-      const committed = res.status === 308 ? committedOf(res) : -1;
+    // After a resume, bytes the session already has (its offset) are read but not sent again.
+    let at = Math.min(end, Math.max(part.offset, this.committed.get(upload) ?? 0));
+    let body: Uint8Array | Readable;
+    let tail: (() => Buffer) | undefined;
+    if (part.body instanceof Uint8Array) {
+      const bytes = part.body;
+      body = bytes.subarray(at - part.offset, aligned);
+      if (aligned < part.size) tail = () => Buffer.from(bytes.subarray(aligned));
+    } else {
+      ({ body, tail } = slice(part.body, at - part.offset, aligned));
+    }
+    while (at < end) {
+      const range = `bytes ${at}-${end - 1}/*`;
+      const res = await this.send('chunk', key, upload, range, body, end - at, part.signal);
+      const committed = res.status === 308 ? res.committed : -1;
       if (committed > at && committed < end && part.body instanceof Uint8Array) {
-        at = committed;
-        body = part.body.subarray(at - part.offset, aligned);
-        continue;
-      }
-      if (committed !== end) {
+        body = part.body.subarray(committed - part.offset, aligned);
+      } else if (committed !== end) {
         throw new StoreError(
           `chunk of ${where}: HTTP ${res.status}, ${committed} bytes committed where ${end} were sent`,
         );
       }
-      at = end;
+      at = committed;
     }
-    if (aligned === 0 && body instanceof Readable) for await (const _ of body);
-    if (tail !== undefined) this.tails.set(upload, tail());
+    if (body instanceof Readable && !body.readableEnded) for await (const _ of body);
+    if (tail !== undefined && aligned < part.size) this.tails.set(upload, tail());
     return '';
   }
 
@@ -155,7 +144,8 @@ export class GcsResumable implements PartProtocol {
       options.signal,
     );
     if (res.status !== 308) return 'gone';
-    const committed = committedOf(res);
+    const { committed } = res;
+    this.committed.set(upload, committed);
     const { partSize } = options;
     const parts = new Map<number, ListedPart>();
     for (let n = 1; n * partSize <= committed; n++) parts.set(n, { token: '', size: partSize });
@@ -173,10 +163,11 @@ export class GcsResumable implements PartProtocol {
   ): Promise<ObjectInfo> {
     this.guard('complete', key);
     const { size } = options;
+    const where = `complete ${gcsUriText(this.bucket, key)}`;
     const tail = this.tails.get(upload) ?? Buffer.alloc(0);
-    const range =
-      tail.length === 0 ? `bytes */${size}` : `bytes ${size - tail.length}-${size - 1}/${size}`;
-    const resource = await withRetries(
+    const from = size - tail.length;
+    const range = tail.length === 0 ? `bytes */${size}` : `bytes ${from}-${size - 1}/${size}`;
+    const text = await withRetries(
       async () => {
         const res = await this.send(
           'complete',
@@ -187,38 +178,33 @@ export class GcsResumable implements PartProtocol {
           tail.length,
           options.signal,
         );
-        if (res.status === 200 || res.status === 201) return (await res.json()) as ObjectResource;
-        const committed =
-          res.status === 308 ? `, ${committedOf(res)} of ${size} bytes committed` : '';
-        throw new StoreError(
-          `complete ${gcsUriText(this.bucket, key)}: HTTP ${res.status}${committed}`,
-          { status: res.status },
-        );
+        if (res.status === 200 || res.status === 201) return res.text;
+        const committed = res.status === 308 ? `, ${res.committed} of ${size} bytes committed` : '';
+        throw new StoreError(`${where}: HTTP ${res.status}${committed}`, { status: res.status });
       },
       { signal: options.signal },
     );
     this.tails.delete(upload);
-    const info = objectInfo(this.bucket, resource);
-    if (info.size !== size)
-      throw new StoreError(
-        `complete ${gcsUriText(this.bucket, key)}: ${info.size} bytes, not ${size}`,
-      );
+    this.committed.delete(upload);
+    const info = objectInfo(this.bucket, JSON.parse(text) as ObjectResource);
+    if (info.size !== size) throw new StoreError(`${where}: ${info.size} bytes, not ${size}`);
     return info;
   }
 
   async abort(key: string, upload: string, options: SignalOptions = {}): Promise<void> {
     this.tails.delete(upload);
+    this.committed.delete(upload);
     this.guard('cancel', key);
     await this.send('cancel', key, upload, undefined, undefined, 0, options.signal);
   }
 
-  // biome-ignore lint/correctness/useYield: GCS has no call that lists open sessions
+  /** Nothing: GCS has no call that lists open sessions (they expire after a week). */
   async *listUploads(_prefix: string, _options?: SignalOptions): AsyncIterable<OpenUpload> {}
 
   /**
-   * One request to the session (`range` undefined: the cancel), its failure mapped. A 2xx or 308
-   * is returned (its body read, but for `complete`); for a status query or a cancel also 404,
-   * 410 (gone) and 499 (cancelled); anything else is the JSON API's error.
+   * One request to the session (`range` undefined: the cancel) and its answer read, failures
+   * mapped: a 2xx or 308 is returned with the committed size and the body; for a status query or
+   * a cancel also 404, 410 (gone) and 499 (cancelled); anything else is the JSON API's error.
    */
   private async send(
     op: string,
@@ -228,33 +214,29 @@ export class GcsResumable implements PartProtocol {
     body: Uint8Array | Readable | undefined,
     length: number,
     signal: AbortSignal | undefined,
-  ): Promise<Response> {
+  ): Promise<{ status: number; committed: number; text: string }> {
     const headers: Record<string, string> = { 'content-length': String(length) };
     if (range !== undefined) headers['content-range'] = range;
     const context = { bucket: this.bucket, key, op };
-    let res: Response;
+    const method = range === undefined ? 'DELETE' : 'PUT';
+    let status: number;
+    let text: string;
+    let committed: number;
     try {
-      res = await fetch(
-        upload.split('#')[0] as string,
-        {
-          method: range === undefined ? 'DELETE' : 'PUT',
-          headers,
-          body,
-          redirect: 'manual',
-          signal,
-          duplex: 'half',
-        } as RequestInit,
-      );
+      const init = { method, headers, body, redirect: 'manual', signal, duplex: 'half' };
+      const res = await fetch(upload.split('#')[0] as string, init as RequestInit);
+      ({ status } = res);
+      const m = /^bytes=0-(\d+)$/.exec(res.headers.get('range') ?? '');
+      committed = m ? Number(m[1]) + 1 : 0;
+      text = await res.text();
     } catch (error) {
       throw isAbort(error) ? error : mapGcsError(error, context);
     }
-    const gone = (op === 'status query' || op === 'cancel') && [404, 410, 499].includes(res.status);
-    if ((res.status >= 200 && res.status < 300) || res.status === 308 || gone) {
-      if (op !== 'complete') await res.arrayBuffer();
-      return res;
-    }
+    const gone = (op === 'status query' || op === 'cancel') && [404, 410, 499].includes(status);
+    if ((status >= 200 && status < 300) || status === 308 || gone)
+      return { status, committed, text };
     throw mapGcsError(
-      responseError(res.status, await res.text(), `${op} ${gcsUriText(this.bucket, key)}`),
+      responseError(status, text, `${op} ${gcsUriText(this.bucket, key)}`),
       context,
     );
   }
