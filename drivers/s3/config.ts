@@ -73,6 +73,12 @@ export interface S3StoreOptions extends StoreOptions {
   /** See {@link CreateFallback}. Default: `PROVCAT_S3_CREATE_FALLBACK`, else `none`. */
   createFallback?: CreateFallback | undefined;
   /**
+   * Reads (HEAD, GET, listings) on the lean path (lean.ts) where it applies; `false` sends every
+   * request through the SDK. Default: true, unless `PROVCAT_S3_LEAN=0`. An accelerator only:
+   * both paths give the same answers (the conformance suite runs on each).
+   */
+  lean?: boolean | undefined;
+  /**
    * Where to read the settings above from (endpoint, region, path style, create fallback,
    * checksums). Default `process.env`. Credentials always come from the SDK's own chain.
    */
@@ -98,6 +104,8 @@ export interface S3Config {
   stallTimeoutMs: number;
   copyThreshold: number;
   createFallback: CreateFallback;
+  /** The lean read path is allowed (see {@link S3StoreOptions.lean}). */
+  lean: boolean;
   /**
    * `WHEN_REQUIRED` unless `AWS_REQUEST_CHECKSUM_CALCULATION` says otherwise (see
    * docs/drivers/s3.md: S3-compatible servers such as Ceph 16 refuse the SDK's default
@@ -208,6 +216,9 @@ export function resolveS3Config(
               ? 'PROVCAT_S3_CREATE_FALLBACK'
               : 'S3 option createFallback',
           ),
+    lean:
+      options.lean ??
+      !['0', 'false', 'no', 'off'].includes(nonEmpty(env.PROVCAT_S3_LEAN)?.toLowerCase() ?? ''),
     requestChecksumCalculation: checksumSetting(
       env.AWS_REQUEST_CHECKSUM_CALCULATION,
       'AWS_REQUEST_CHECKSUM_CALCULATION',

@@ -333,6 +333,11 @@ export class S3Store extends ObjectStore {
   /** The lean path's learned routes kept in the cache, when routes are not fixed (route-store.ts). */
   private readonly routeStore: RouteStore | undefined;
 
+  /** True when reads take the lean path (lean.ts); false when every request goes through the SDK. */
+  get leanReads(): boolean {
+    return this.lean !== undefined;
+  }
+
   /** Throws RangeError for options or environment values out of range. Makes no network call. */
   constructor(options: S3StoreOptions = {}) {
     super(options);
@@ -348,7 +353,7 @@ export class S3Store extends ObjectStore {
     this.copyThreshold = this.config.copyThreshold;
     this.createFallback = this.config.createFallback;
     const c = this.config;
-    if (!this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
+    if (c.lean && !this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
       const endpoint = c.endpoint;
       const fixed = endpoint !== undefined && c.forcePathStyle;
       const agents = this.agents();

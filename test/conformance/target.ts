@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { CreateMode } from '../../src/driver.js';
+import type { Stage } from '../../src/lake/managed-stage.js';
 import type { ObjectStore } from '../../src/object-store.js';
 import type { StoreOptions } from '../../src/store.js';
 
@@ -19,6 +20,8 @@ export interface ConformanceFlags {
   ranges: boolean;
   /** The store can hold keys no URI can name (`a//b`, `..`), so refusal tests can seed them. */
   hostileKeys: boolean;
+  /** The driver has a part protocol (`partProtocol(bucket)`): large puts go in parts. */
+  parts?: boolean | undefined;
 }
 
 /** A driver under test. */
@@ -32,6 +35,11 @@ export interface ConformanceTarget {
   flags: ConformanceFlags;
   /** Environment a child process needs so that `storeFor()` reaches the same store. */
   env?: Record<string, string> | undefined;
+  /**
+   * A managed stage on the target under a fresh prefix (the stage part of the suite runs when
+   * given). `partSize` is the smallest the store accepts, so uploads of a few parts stay small.
+   */
+  stage?: ((options: { prefix: string; partSize?: number }) => Stage) | undefined;
 }
 
 /** A fresh random key prefix (`t-<hex>/`) so tests never see each other's objects. */
