@@ -32,6 +32,7 @@ import {
   SourceError,
   StoreError,
 } from '../src/errors.js';
+import { stageFromDescriptor } from '../src/lake/index.js';
 import { conformance } from './conformance/index.js';
 import { randomPrefix } from './conformance/target.js';
 import { type RecordFilter, startGcsServer } from './servers/gcs/server.js';
@@ -100,8 +101,20 @@ for (const lean of [true, false]) {
     name: `gcs (test server, lean ${lean ? 'on' : 'off'})`,
     store: (o) => store({ lean, ...o }),
     bucket: versioned,
-    flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
-    env: { STORAGE_EMULATOR_HOST: server.url },
+    flags: {
+      versions: true,
+      createMode: 'atomic',
+      ranges: true,
+      hostileKeys: true,
+      parts: true,
+      listsUploads: false,
+    },
+    env: { STORAGE_EMULATOR_HOST: server.url, PROVCAT_GCS_LEAN: lean ? '1' : '0' },
+    stage: ({ prefix }) =>
+      stageFromDescriptor(
+        { version: 1, kind: 'gs', bucket: versioned, prefix, endpoint: server.url },
+        { partSize: MiB },
+      ),
   });
 }
 

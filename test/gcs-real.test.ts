@@ -77,7 +77,14 @@ if (versioned !== undefined) {
     name: `gcs (real bucket ${versioned})`,
     store,
     bucket: versioned,
-    flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
+    flags: {
+      versions: true,
+      createMode: 'atomic',
+      ranges: true,
+      hostileKeys: true,
+      parts: true,
+      listsUploads: false,
+    },
   });
 }
 if (plain !== undefined) {
@@ -85,7 +92,14 @@ if (plain !== undefined) {
     name: `gcs (real bucket ${plain}, versions not used)`,
     store,
     bucket: plain,
-    flags: { versions: false, createMode: 'atomic', ranges: true, hostileKeys: true },
+    flags: {
+      versions: false,
+      createMode: 'atomic',
+      ranges: true,
+      hostileKeys: true,
+      parts: true,
+      listsUploads: false,
+    },
   });
 }
 

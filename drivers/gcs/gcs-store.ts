@@ -457,7 +457,12 @@ export class GcsStore extends ObjectStore {
   override async _deleteIf(bucket: string, key: string, options: DeleteIfOptions): Promise<void> {
     const generation = options.versionId ?? options.version;
     const context = { bucket, key, op: 'delete' };
-    if (!isGeneration(generation)) throw statusError(404, context);
+    if (!isGeneration(generation)) {
+      // No generation is this version: the key's object (if any) is not it.
+      if (options.versionId !== undefined) throw statusError(404, context);
+      await this._head(bucket, key, options);
+      throw statusError(412, context);
+    }
     await this.call(
       context,
       async (s) => {
