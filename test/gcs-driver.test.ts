@@ -388,6 +388,38 @@ describe('gcs specifics', () => {
     expect(await rejection(s._head(versioned, short))).toBeInstanceOf(NotFound);
   });
 
+  it('a chunk that loses its connection is sent again from what the session kept, from a file and from memory', async () => {
+    const big = store({ multipartThreshold: MiB, partSize: MiB });
+    const data = randomBytes(3 * MiB);
+    const file = path.join(work, 'drop.bin');
+    await writeFile(file, data);
+    for (const source of [() => file, () => data]) {
+      const key = `${randomPrefix()}drop.bin`;
+      // The second chunk's connection breaks after 300 KiB: the session keeps 256 KiB of it.
+      server.faults.dropRequest({
+        method: 'PUT',
+        path: /\/upload\//,
+        when: (r) => String(r.headers['content-range']).startsWith(`bytes ${MiB}-`),
+        afterBytes: 300 * KiB,
+      });
+      const start = server.log.length;
+      expect((await big._put(versioned, key, source())).size).toBe(data.length);
+      const ranges = server.log
+        .slice(start)
+        .filter((r) => r.method === 'PUT' && r.uploadId !== undefined)
+        .map((r) => r.headers['content-range']);
+      expect(ranges).toEqual([
+        `bytes 0-${MiB - 1}/*`,
+        `bytes ${MiB}-${2 * MiB - 1}/*`,
+        'bytes */*',
+        `bytes ${MiB + 256 * KiB}-${2 * MiB - 1}/*`,
+        `bytes ${2 * MiB}-${3 * MiB - 1}/*`,
+        `bytes */${data.length}`,
+      ]);
+      expect((await bytesOf((await s._get(versioned, key)).body)).equals(data)).toBe(true);
+    }
+  });
+
   it('deletes conditionally: a moved generation is PreconditionFailed, a versionId deletes exactly that generation', async () => {
     const key = `${randomPrefix()}cond.txt`;
     const a = await s._put(versioned, key, Buffer.from('a'));

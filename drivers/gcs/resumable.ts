@@ -10,7 +10,8 @@
  * - **Parts** other than the last are multiples of 256 KiB, as GCS requires; the last part's
  *   bytes past its last 256 KiB boundary (under 256 KiB) are held in memory and sent by
  *   `complete`, so nothing is visible before `complete`. A 308 showing fewer bytes than sent is
- *   answered with the rest when the part is in memory, else it fails the part.
+ *   answered with the rest when the part is in memory, else it fails the part; a part sent
+ *   again (a retry) first asks the session what it kept, so no byte is sent twice.
  * - **List**: a status query (`bytes *\/*`) gives the committed offset; the parts it covers fully
  *   are listed (the last one too once the whole object is committed). A part the offset falls in
  *   is read again from its start (its SHA-256 rebuilt) but sent from the offset.
@@ -67,6 +68,8 @@ export class GcsResumable implements PartProtocol {
   private readonly tails = new Map<string, Buffer>();
   /** The committed offset a status query found, by session (a resume skips those bytes). */
   private readonly committed = new Map<string, number>();
+  /** The offset of the last part sent, by session (one sent again is a retry). */
+  private readonly tried = new Map<string, number>();
 
   constructor(
     private readonly bucket: string,
@@ -89,43 +92,61 @@ export class GcsResumable implements PartProtocol {
     }
   }
 
+  /**
+   * Send one part (see the module comment). A part in memory is sent as a fresh stream of its
+   * bytes (the engine's watchdog counts what it reads) and sent again here after a retryable
+   * failure; a file part's stream is read once, and the engine sends it again.
+   */
   async putPart(key: string, upload: string, part: PartUpload): Promise<string> {
     this.guard('chunk', key);
+    if (!(part.body instanceof Uint8Array)) return this.sendPart(key, upload, part);
+    return withRetries(() => this.sendPart(key, upload, part), { signal: part.signal });
+  }
+
+  private async sendPart(key: string, upload: string, part: PartUpload): Promise<string> {
     const where = gcsUriText(this.bucket, key);
     if (part.offset % CHUNK_QUANTUM !== 0) {
-      throw new NotSupported(
-        `${where}: resumable sessions take parts in multiples of 256 KiB, not one at ${part.offset}`,
-      );
+      throw new NotSupported(`${where}: resumable sessions take parts in multiples of 256 KiB`);
     }
+    // A part sent before is a retry: ask what the session kept. After a retry or a resume, the
+    // bytes the session has are read but not sent again.
+    if ((this.tried.get(upload) ?? -1) >= part.offset) await this.status(key, upload, part.signal);
+    this.tried.set(upload, part.offset);
     const aligned = part.size - (part.size % CHUNK_QUANTUM);
     const end = part.offset + aligned;
-    // After a resume, bytes the session already has (its offset) are read but not sent again.
-    let at = Math.min(end, Math.max(part.offset, this.committed.get(upload) ?? 0));
-    let body: Uint8Array | Readable;
-    let tail: (() => Buffer) | undefined;
-    if (part.body instanceof Uint8Array) {
-      const bytes = part.body;
-      body = bytes.subarray(at - part.offset, aligned);
-      if (aligned < part.size) tail = () => Buffer.from(bytes.subarray(aligned));
-    } else {
-      ({ body, tail } = slice(part.body, at - part.offset, aligned));
-    }
-    while (at < end) {
-      const range = `bytes ${at}-${end - 1}/*`;
-      const res = await this.send('chunk', key, upload, range, body, end - at, part.signal);
-      const committed = res.status === 308 ? res.committed : -1;
-      if (committed > at && committed < end && part.body instanceof Uint8Array) {
-        body = part.body.subarray(committed - part.offset, aligned);
-      } else if (committed !== end) {
+    const memory = part.body instanceof Uint8Array ? part.body : undefined;
+    for (;;) {
+      const at = Math.min(end, Math.max(part.offset, this.committed.get(upload) ?? 0));
+      const source = memory
+        ? (part.restream?.() ?? Readable.from([memory], { objectMode: false }))
+        : (part.body as Readable);
+      const { body, tail } = slice(source, at - part.offset, aligned);
+      let committed = end;
+      if (at < end) {
+        const res = await this.send(
+          'chunk',
+          key,
+          upload,
+          `bytes ${at}-${end - 1}/*`,
+          body,
+          end - at,
+          part.signal,
+        );
+        committed = res.status === 308 ? res.committed : -1;
+      } else {
+        for await (const _ of body);
+      }
+      if (committed === end) {
+        if (aligned < part.size) this.tails.set(upload, tail());
+        return '';
+      }
+      if (!(memory && committed > at && committed < end)) {
         throw new StoreError(
-          `chunk of ${where}: HTTP ${res.status}, ${committed} bytes committed where ${end} were sent`,
+          `chunk of ${where}: ${committed} bytes committed where ${end} were sent`,
         );
       }
-      at = committed;
+      this.committed.set(upload, committed);
     }
-    if (body instanceof Readable && !body.readableEnded) for await (const _ of body);
-    if (tail !== undefined && aligned < part.size) this.tails.set(upload, tail());
-    return '';
   }
 
   async listParts(
@@ -134,18 +155,8 @@ export class GcsResumable implements PartProtocol {
     options: SignalOptions & { partSize: number },
   ): Promise<Map<number, ListedPart> | 'gone'> {
     this.guard('status query', key);
-    const res = await this.send(
-      'status query',
-      key,
-      upload,
-      'bytes */*',
-      undefined,
-      0,
-      options.signal,
-    );
-    if (res.status !== 308) return 'gone';
-    const { committed } = res;
-    this.committed.set(upload, committed);
+    const committed = await this.status(key, upload, options.signal);
+    if (committed === undefined) return 'gone';
     const { partSize } = options;
     const parts = new Map<number, ListedPart>();
     for (let n = 1; n * partSize <= committed; n++) parts.set(n, { token: '', size: partSize });
@@ -184,18 +195,28 @@ export class GcsResumable implements PartProtocol {
       },
       { signal: options.signal },
     );
-    this.tails.delete(upload);
-    this.committed.delete(upload);
+    for (const map of [this.tails, this.committed, this.tried]) map.delete(upload);
     const info = objectInfo(this.bucket, JSON.parse(text) as ObjectResource);
     if (info.size !== size) throw new StoreError(`${where}: ${info.size} bytes, not ${size}`);
     return info;
   }
 
   async abort(key: string, upload: string, options: SignalOptions = {}): Promise<void> {
-    this.tails.delete(upload);
-    this.committed.delete(upload);
+    for (const map of [this.tails, this.committed, this.tried]) map.delete(upload);
     this.guard('cancel', key);
     await this.send('cancel', key, upload, undefined, undefined, 0, options.signal);
+  }
+
+  /** The session's committed size (kept for the next part), or `undefined` when it is gone. */
+  private async status(
+    key: string,
+    upload: string,
+    signal?: AbortSignal,
+  ): Promise<number | undefined> {
+    const res = await this.send('status query', key, upload, 'bytes */*', undefined, 0, signal);
+    if (res.status !== 308) return undefined;
+    this.committed.set(upload, res.committed);
+    return res.committed;
   }
 
   /** Nothing: GCS has no call that lists open sessions (they expire after a week). */
