@@ -123,15 +123,13 @@ export class GcsResumable implements PartProtocol {
       const { body, tail } = slice(source, at - part.offset, aligned);
       let committed = end;
       if (at < end) {
-        const res = await this.send(
-          'chunk',
-          key,
-          upload,
-          `bytes ${at}-${end - 1}/*`,
+        const range = `bytes ${at}-${end - 1}/*`;
+        const res = await this.send('chunk', key, upload, {
+          range,
           body,
-          end - at,
-          part.signal,
-        );
+          length: end - at,
+          signal: part.signal,
+        });
         committed = res.status === 308 ? res.committed : -1;
       } else {
         for await (const _ of body);
@@ -180,15 +178,8 @@ export class GcsResumable implements PartProtocol {
     const range = tail.length === 0 ? `bytes */${size}` : `bytes ${from}-${size - 1}/${size}`;
     const text = await withRetries(
       async () => {
-        const res = await this.send(
-          'complete',
-          key,
-          upload,
-          range,
-          tail,
-          tail.length,
-          options.signal,
-        );
+        const init = { range, body: tail, length: tail.length, signal: options.signal };
+        const res = await this.send('complete', key, upload, init);
         if (res.status === 200 || res.status === 201) return res.text;
         const committed = res.status === 308 ? `, ${res.committed} of ${size} bytes committed` : '';
         throw new StoreError(`${where}: HTTP ${res.status}${committed}`, { status: res.status });
@@ -204,7 +195,7 @@ export class GcsResumable implements PartProtocol {
   async abort(key: string, upload: string, options: SignalOptions = {}): Promise<void> {
     for (const map of [this.tails, this.committed, this.tried]) map.delete(upload);
     this.guard('cancel', key);
-    await this.send('cancel', key, upload, undefined, undefined, 0, options.signal);
+    await this.send('cancel', key, upload, { signal: options.signal });
   }
 
   /** The session's committed size (kept for the next part), or `undefined` when it is gone. */
@@ -213,7 +204,7 @@ export class GcsResumable implements PartProtocol {
     upload: string,
     signal?: AbortSignal,
   ): Promise<number | undefined> {
-    const res = await this.send('status query', key, upload, 'bytes */*', undefined, 0, signal);
+    const res = await this.send('status query', key, upload, { range: 'bytes */*', signal });
     if (res.status !== 308) return undefined;
     this.committed.set(upload, res.committed);
     return res.committed;
@@ -223,29 +214,29 @@ export class GcsResumable implements PartProtocol {
   async *listUploads(_prefix: string, _options?: SignalOptions): AsyncIterable<OpenUpload> {}
 
   /**
-   * One request to the session (`range` undefined: the cancel) and its answer read, failures
-   * mapped: a 2xx or 308 is returned with the committed size and the body; for a status query or
-   * a cancel also 404, 410 (gone) and 499 (cancelled); anything else is the JSON API's error.
+   * One request to the session (no `range`: the cancel) and its answer read, failures mapped: a
+   * 2xx or 308 is returned with the committed size and the body; for a status query or a cancel
+   * also 404, 410 (gone) and 499 (cancelled); anything else is the JSON API's error.
    */
   private async send(
     op: string,
     key: string,
     upload: string,
-    range: string | undefined,
-    body: Uint8Array | Readable | undefined,
-    length: number,
-    signal: AbortSignal | undefined,
+    init: { range?: string; body?: Uint8Array | Readable; length?: number; signal?: AbortSignal },
   ): Promise<{ status: number; committed: number; text: string }> {
-    const headers: Record<string, string> = { 'content-length': String(length) };
-    if (range !== undefined) headers['content-range'] = range;
+    const headers: Record<string, string> = { 'content-length': String(init.length ?? 0) };
+    if (init.range !== undefined) headers['content-range'] = init.range;
     const context = { bucket: this.bucket, key, op };
-    const method = range === undefined ? 'DELETE' : 'PUT';
+    const method = init.range === undefined ? 'DELETE' : 'PUT';
+    const request = { method, headers, body: init.body, redirect: 'manual', signal: init.signal };
     let status: number;
     let text: string;
     let committed: number;
     try {
-      const init = { method, headers, body, redirect: 'manual', signal, duplex: 'half' };
-      const res = await fetch(upload.split('#')[0] as string, init as RequestInit);
+      const res = await fetch(
+        upload.split('#')[0] as string,
+        { ...request, duplex: 'half' } as RequestInit,
+      );
       ({ status } = res);
       const m = /^bytes=0-(\d+)$/.exec(res.headers.get('range') ?? '');
       committed = m ? Number(m[1]) + 1 : 0;
