@@ -79,6 +79,7 @@ export function uploadsSuite(target: ConformanceTarget): void {
       let partSize: number;
       let parted: ObjectStore;
 
+      // biome-ignore lint/suspicious/noDuplicateTestHooks: this block's own hooks (biome takes describe.runIf for no block)
       beforeAll(() => {
         protocol = store.partProtocol(bucket) as PartProtocol;
         partSize = Math.max(protocol.minPartSize, 256 * 1024);
@@ -89,6 +90,7 @@ export function uploadsSuite(target: ConformanceTarget): void {
           multipartThreshold: 0,
         });
       });
+      // biome-ignore lint/suspicious/noDuplicateTestHooks: as above
       afterAll(async () => {
         await parted.close();
       });
