@@ -50,7 +50,7 @@ export function responseError(status: number, body: string, what: string): Error
   try {
     parsed = JSON.parse(body);
   } catch {
-    // Not the JSON API's error shape (a proxy's page): its text is the message, kept above.
+    // Not the JSON API's error shape (a proxy's page): the body text is the message.
   }
   const message = parsed?.error?.message ?? (body.trim().slice(0, 300) || `HTTP ${status}`);
   const reason = parsed?.error?.errors?.[0]?.reason;

@@ -153,6 +153,20 @@ export async function gcsCases(h) {
     dirTool('rclone copy --transfers 16', (dir) => rclone(dir), {
       shown: `rclone copy --transfers 16 --checkers 16 ${remote} $DEST`,
     }),
+    // Not a target, a yardstick: rclone's copy made as durable as provcat's (which fsyncs every
+    // file before it becomes visible) by one `syncfs` of the destination's filesystem after it.
+    dirTool(
+      'rclone copy + sync -f (durable)',
+      (dir) => [
+        'sh',
+        '-c',
+        'rclone copy --transfers 16 --checkers 16 "$1" "$2" && sync -f "$2"',
+        'sh',
+        remote,
+        dir,
+      ],
+      { shown: `rclone copy --transfers 16 --checkers 16 ${remote} $DEST && sync -f $DEST` },
+    ),
     dirTool(
       'raw SDK loop (16 at a time)',
       (dir) => [
