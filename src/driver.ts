@@ -35,6 +35,13 @@ export interface ObjectInfo {
   etag?: string | undefined;
   /** Last modification time, when known. */
   lastModified?: Date | undefined;
+  /**
+   * The SHA-256 (64 lowercase hex) recorded with the object by a put that passed
+   * {@link PutOptions.sha256}, on drivers with `capabilities.sha256Metadata`; reported by `_head`
+   * (and by `_pages` only where the store's listing carries it). A claim of the writer, not
+   * checked by the store.
+   */
+  sha256?: string | undefined;
 }
 
 /** One page of a listing: the folder prefixes (each ending in the delimiter) and the objects. */
@@ -153,6 +160,12 @@ export interface PutOptions {
   signal?: AbortSignal | undefined;
   /** Called with the cumulative number of bytes sent. */
   onProgress?: ((bytes: number) => void) | undefined;
+  /**
+   * The SHA-256 (64 lowercase hex) of the source's bytes, as the caller computed it. A driver with
+   * `capabilities.sha256Metadata` records it with the object (S3: `x-amz-meta-sha256`); others
+   * ignore it. The store does not check it: the caller vouches for it.
+   */
+  sha256?: string | undefined;
 }
 
 /** Options shared by calls that take only a signal. */
@@ -230,6 +243,8 @@ export interface UploadObjectOptions extends SignalOptions {
   contentType?: string | undefined;
   /** The object's total size, when known (at `complete` always). */
   size?: number | undefined;
+  /** At `create`: the SHA-256 to record with the object (see {@link PutOptions.sha256}). */
+  sha256?: string | undefined;
 }
 
 /**
@@ -301,4 +316,10 @@ export interface Capabilities {
   versions: boolean;
   /** `_get` honours byte ranges. */
   ranges: boolean;
+  /**
+   * `_put` records {@link PutOptions.sha256} with the object (in one request and in parts) and
+   * `_head` reports it as {@link ObjectInfo.sha256}. `provcat push` then recognizes an unchanged
+   * file whose ETag is no MD5 (a multipart ETag) by one HEAD. Default: false.
+   */
+  sha256Metadata?: boolean | undefined;
 }

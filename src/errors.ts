@@ -135,6 +135,28 @@ export class UploadStalled extends StoreError {
   }
 }
 
+/** What a push sent before the commit that followed it failed (see {@link NotCommitted}). */
+export interface PushedCounts {
+  uploaded: number;
+  skipped: number;
+  deleted: number;
+  bytes: number;
+}
+
+/**
+ * A push-then-commit (`commit --from`) pushed the local folder, but the commit that followed
+ * failed, so no commit was made. The pushed files stay in the store; {@link pushed} says what was
+ * sent; `cause` is the commit's own error, and the CLI exits with the status of that cause.
+ */
+export class NotCommitted extends ProvcatError {
+  /** What the push did before the commit failed. */
+  readonly pushed: PushedCounts;
+  constructor(message: string, options: ProvcatErrorOptions & { pushed: PushedCounts }) {
+    super(message, options);
+    this.pushed = options.pushed;
+  }
+}
+
 /** Offline mode is on and the cache cannot answer. */
 export class OfflineMiss extends ProvcatError {}
 
@@ -169,6 +191,7 @@ export class ObjectIntegrityError extends ProvcatError {
 
 /** CLI exit status per error class (a fixed contract; see docs/cli.md). */
 export function exitCodeOf(error: unknown): number {
+  if (error instanceof NotCommitted) return exitCodeOf(error.cause);
   if (error instanceof NotFound) return 3;
   if (error instanceof Exists) return 4;
   if (error instanceof OfflineMiss) return 5;

@@ -19,6 +19,8 @@ export {
   type LogEntry,
   loadCommit,
 } from './commits/index.js';
+export type { DeleteFolderOptions, DeleteFolderResult } from './delete-folder.js';
+export type { DiffChange, DiffFile, DiffOptions, DiffResult } from './diff.js';
 export type {
   BodySink,
   ByteRange,
@@ -47,6 +49,7 @@ export {
   Exists,
   exitCodeOf,
   type IntegrityKind,
+  NotCommitted,
   NotFound,
   NotSupported,
   ObjectIntegrityError,
@@ -56,6 +59,7 @@ export {
   PreconditionFailed,
   ProvcatError,
   type ProvcatErrorOptions,
+  type PushedCounts,
   SourceChanged,
   SourceError,
   type StalledUploadOutcome,
@@ -67,6 +71,7 @@ export * from './lake/index.js';
 
 export {
   type CallOptions,
+  type CommitCallOptions,
   type FetchOptions,
   type FetchResult,
   type Location,
@@ -75,6 +80,13 @@ export {
   type PutCallOptions,
   type WalkOptions,
 } from './object-store.js';
+export type {
+  CommitFromOptions,
+  CommitFromResult,
+  PushAction,
+  PushOptions,
+  PushResult,
+} from './push/push.js';
 export { type DriverFactory, registerDriver, registeredSchemes, storeFor } from './registry.js';
 export {
   backoffMs,

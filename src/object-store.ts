@@ -15,9 +15,10 @@ import { stat as fsStat } from 'node:fs/promises';
 import type { VersionMeta } from './cache/cache.js';
 import { fetchUri } from './cache/fetch.js';
 import type { BranchOptions } from './commits/branch.js';
-import type { CommitOptions } from './commits/commit.js';
 import type { CommitFile } from './commits/format.js';
 import type { LogEntry } from './commits/log.js';
+import type { DeleteFolderOptions, DeleteFolderResult } from './delete-folder.js';
+import type { DiffOptions, DiffResult } from './diff.js';
 import type {
   Capabilities,
   CreateMode,
@@ -37,6 +38,7 @@ import type {
 import type { Entry } from './entry.js';
 import { NotFound, NotSupported, OfflineMiss, SourceError, UriError } from './errors.js';
 import { compareUtf8, META_PREFIX } from './keys.js';
+import type { CommitFromOptions, PushOptions, PushResult } from './push/push.js';
 import { type ProgressCallback, Store, type StoreOptions } from './store.js';
 import type { PartBufferPool } from './upload/parts.js';
 import { type UploadSettings, uploadSettings } from './upload/settings.js';
@@ -77,6 +79,15 @@ export interface PutCallOptions {
   contentType?: string | undefined;
   signal?: AbortSignal | undefined;
   onProgress?: ProgressCallback | undefined;
+}
+
+/**
+ * Options of {@link ObjectStore.commit}: the commit's, and with `from` a local folder pushed to
+ * the folder first (with the push's options: `delete`, `concurrency`, `onProgress`).
+ */
+export interface CommitCallOptions extends CommitFromOptions {
+  /** A local folder to push to the folder before committing it (src/push/push.ts). */
+  from?: string | undefined;
 }
 
 /** Options of calls that take only a signal. */
@@ -241,6 +252,40 @@ export abstract class ObjectStore extends Store {
   }
 
   /**
+   * Upload the files of a local folder to a store folder, with at most `concurrency` requests
+   * in flight, skipping files whose object already holds their bytes (decided from one listing;
+   * see src/push/push.ts); with `delete`, also delete the objects the local folder lacks (never
+   * `.provcat/`); with `dryRun`, only report. Unnameable or colliding names, links to folders
+   * and special files are refused before anything is sent.
+   */
+  async push(localDir: string, uri: Uri | string, options: PushOptions = {}): Promise<PushResult> {
+    const { pushFolder } = await import('./push/push.js');
+    return pushFolder(this, localDir, uri, options);
+  }
+
+  /**
+   * Delete every object under a folder (never `.provcat/`), at most `concurrency` at a time;
+   * returns how many. A bucket root is refused unless `force`; `NotFound` for an empty folder.
+   */
+  async deleteFolder(
+    uri: Uri | string,
+    options: DeleteFolderOptions = {},
+  ): Promise<DeleteFolderResult> {
+    const { deleteFolder } = await import('./delete-folder.js');
+    return deleteFolder(this, uri, options);
+  }
+
+  /**
+   * The files added, removed and changed from folder `a` to `b` (a URI, or a commit ID of `a`'s
+   * folder; default: `a`'s folder now). A side at `?at=commit:` is answered from the commit's
+   * manifest, so two cached commits diff offline. See src/diff.ts for what "changed" means.
+   */
+  async diff(a: Uri | string, b?: Uri | string, options: DiffOptions = {}): Promise<DiffResult> {
+    const { diffFolders } = await import('./diff.js');
+    return diffFolders(this, a, b, options);
+  }
+
+  /**
    * Pin a URI: a file to `?at=version:ID` of its current version; a folder to its newest
    * commit, or the newest commit of a folder above it. A URI that has `?at=` is checked and
    * returned. `StoreError` on a bucket without versions or a folder with no commit.
@@ -254,9 +299,14 @@ export abstract class ObjectStore extends Store {
    * Record the version of every file under a folder as a new commit, and return the folder
    * pinned to it (`?at=commit:ID`). A consistent snapshot (two equal listings) or a
    * `StoreError`; numbered without gaps or duplicates however many processes commit at once.
-   * See docs/commit-format.md.
+   * With `from`, the local folder is pushed first ({@link push}); a commit that then fails is
+   * `NotCommitted` (the pushed files stay). See docs/commit-format.md.
    */
-  async commit(uri: Uri | string, message: string, options: CommitOptions = {}): Promise<Uri> {
+  async commit(uri: Uri | string, message: string, options: CommitCallOptions = {}): Promise<Uri> {
+    if (options.from !== undefined) {
+      const { commitFrom } = await import('./push/push.js');
+      return (await commitFrom(this, options.from, uri, message, options)).uri;
+    }
     const { commitFolder } = await import('./commits/commit.js');
     return commitFolder(this, uri, message, options);
   }

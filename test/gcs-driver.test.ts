@@ -36,6 +36,7 @@ import { stageFromDescriptor } from '../src/lake/index.js';
 import { conformance } from './conformance/index.js';
 import { randomPrefix } from './conformance/target.js';
 import { type RecordFilter, startGcsServer } from './servers/gcs/server.js';
+import { folderFlows } from './support/folder-flows.js';
 import { rejection } from './support/rejection.js';
 
 const KiB = 1024;
@@ -117,6 +118,9 @@ for (const lean of [true, false]) {
       ),
   });
 }
+
+// The everyday folder flows (push, commit --from, diff, rm -r) on GCS.
+folderFlows({ name: 'gcs (test server)', store: (o) => store(o), bucket: versioned, scheme: 'gs' });
 
 describe('gcs configuration', () => {
   it('follows the GCS environment: emulator host, project, key file; options win', () => {

@@ -88,6 +88,10 @@ const COMMANDS: string[][] = [
   ['cat', location, '--stage', 's3://bkt/p/'],
   ['cat', location, '--stage', 's3://bkt/p/', '--range', '0:10'],
   ['verify', location, '--stage', 's3://bkt/p/'],
+  ['push', dir, 's3://bkt/dir/'],
+  ['commit', 's3://bkt/dir/', '-m', 'offline', '--from', dir],
+  ['diff', `s3://bkt/dir/?at=commit:${'c'.repeat(64)}`],
+  ['rm', '-r', 's3://bkt/dir/'],
 ];
 
 describe('offline: no connection, for every command', () => {

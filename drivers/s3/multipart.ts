@@ -29,6 +29,7 @@ import { isAbort, NotFound, StoreError } from '../../src/errors.js';
 import type { UploadTarget } from '../../src/upload/engine.js';
 import { MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE } from './config.js';
 import { mapS3Error, s3UriText } from './errors.js';
+import { putMetadata } from './metadata.js';
 import type { S3Sdk } from './sdk.js';
 
 /** The client and SDK module a multipart call needs, made on first use. */
@@ -74,6 +75,7 @@ export class S3Multipart implements PartProtocol {
           Bucket: this.bucket,
           Key: key,
           ContentType: options.contentType,
+          Metadata: putMetadata(options.sha256),
         }),
         { abortSignal: options.signal },
       ),

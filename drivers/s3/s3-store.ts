@@ -91,6 +91,7 @@ import {
   type Route,
   sdkSignerFactory,
 } from './lean.js';
+import { putMetadata, recordedSha256 } from './metadata.js';
 import { S3Multipart } from './multipart.js';
 import { endpointInputs, RouteStore } from './route-store.js';
 import { loadHttpHandler, loadS3Sdk, type S3Sdk } from './sdk.js';
@@ -116,6 +117,8 @@ interface HeadFields {
   ETag?: string | undefined;
   VersionId?: string | undefined;
   LastModified?: Date | undefined;
+  /** User metadata (`x-amz-meta-*`, names lowercased): `sha256` is the one the driver reads. */
+  Metadata?: Record<string, string> | undefined;
 }
 
 /**
@@ -139,6 +142,7 @@ function objectInfo(key: string, head: HeadFields, size?: number): ObjectInfo {
     etag,
     versionId: head.VersionId,
     lastModified: head.LastModified,
+    sha256: recordedSha256(head.Metadata),
   };
 }
 
@@ -238,11 +242,13 @@ function leanHeadInfo(
     return undefined;
   const versionId = h['x-amz-version-id'];
   const modified = h['last-modified'];
+  const sha256 = h['x-amz-meta-sha256'];
   return objectInfo(key, {
     ContentLength: length,
     ETag: h.etag,
     VersionId: typeof versionId === 'string' ? versionId : undefined,
     LastModified: modified === undefined ? undefined : httpDate(modified),
+    Metadata: typeof sha256 === 'string' ? { sha256 } : undefined,
   });
 }
 
@@ -290,7 +296,7 @@ export class S3Store extends ObjectStore {
   readonly scheme = 's3';
   readonly driver = 's3';
   /** Versions work on buckets with versioning enabled; byte ranges always. */
-  readonly capabilities: Capabilities = { versions: true, ranges: true };
+  readonly capabilities: Capabilities = { versions: true, ranges: true, sha256Metadata: true };
   /** The region requests go to (unless an injected client says otherwise). */
   readonly region: string;
   /** The endpoint URL, or `undefined` for AWS. */
@@ -877,6 +883,7 @@ export class S3Store extends ObjectStore {
           Body: body,
           ContentLength: size,
           ContentType: options.contentType,
+          Metadata: putMetadata(options.sha256),
         }),
         { abortSignal: request.signal },
       );

@@ -29,6 +29,10 @@ const groups: { names: readonly string[]; load: () => Promise<Command[]> }[] = [
     load: async () => (await import('../commits/cli.js')).commitCommands,
   },
   {
+    names: ['push', 'diff'],
+    load: async () => (await import('./folder-commands.js')).folderCommands,
+  },
+  {
     names: ['upload', 'cat', 'verify'],
     load: async () => (await import('../lake/cli.js')).lakeCommands,
   },

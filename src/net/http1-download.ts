@@ -33,6 +33,12 @@
  * caller then takes its normal path (the S3 driver's SDK), which owns retries and error
  * mapping. Nothing is guessed. Failures after the head was accepted (reset, early end, idle
  * timeout, abort, a consumer error) reject with a typed error and destroy the socket.
+ * test/http1-parser.fuzz.test.ts holds the parser to Node's own (llhttp): every response is
+ * read exactly as llhttp reads it, or handed back.
+ *
+ * Why not undici (the client Node's `fetch` is built on): it was measured against this module
+ * on the lean path's two reads, many small objects and one big one, and cost clearly more CPU,
+ * wall time and memory on both (docs/performance.md, "undici against the hand-written client").
  *
  * Keep-alive is optional: with an {@link Http1Pool}, a connection whose response was complete,
  * exact and not marked `Connection: close` goes back to a small per-origin idle pool. For one
@@ -1083,7 +1089,9 @@ export function parseHead(text: string): HeadResult {
           .toLowerCase()
           .split(',')
           .map((s) => s.trim());
-  const keepAlive = minor === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
+  // RFC 9112 §9.3: `close` ends the connection whatever the version; an HTTP/1.0 one
+  // persists only with `keep-alive`.
+  const keepAlive = !tokens.includes('close') && (minor === '1' || tokens.includes('keep-alive'));
   return { status, headers, contentLength, keepAlive };
 }
 
@@ -1109,9 +1117,15 @@ function badHeaderLine(line: string, status: number): DownloadFallback {
 
 const DIGITS = /^[0-9]{1,16}$/;
 
-/** The one value of repeated or listed Content-Lengths, or `undefined` when they differ. */
+/** Blanks (SP, HTAB: RFC 9110's OWS) at either end of a list element. */
+const OWS_EDGES = /^[\t ]+|[\t ]+$/g;
+
+/**
+ * The one value of repeated or listed Content-Lengths, or `undefined` when they differ. Only
+ * OWS is trimmed around each element (`String.prototype.trim` would take obs-text's NBSP too).
+ */
 function oneLength(lengths: string[]): string | undefined {
-  const values = new Set(lengths.flatMap((v) => v.split(',').map((s) => s.trim())));
+  const values = new Set(lengths.flatMap((v) => v.split(',').map((s) => s.replace(OWS_EDGES, ''))));
   return values.size === 1 ? [...values][0] : undefined;
 }
 

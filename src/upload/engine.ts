@@ -28,6 +28,8 @@
  * **Resumes** (src/lake): an existing upload reference and the parts an earlier attempt had
  * acknowledged (`trusted`: kept unsent when their SHA-256 still matches the source), `onPart`
  * after each acknowledged part (a checkpoint write; its bytes count as progress only after it).
+ * A trusted part that no longer matches is sent again — except on a `sequential` protocol, whose
+ * committed bytes are final: that is {@link SourceChanged}, and the upload must start afresh.
  *
  * **Failure and cancellation.** On the first failure no part starts, the parts in flight are
  * cancelled, and once each settled the upload is aborted, so nothing is left behind to be billed;
@@ -41,6 +43,7 @@ import type { CompletedPart, ObjectInfo, PartProtocol } from '../driver.js';
 import {
   PartLimitExceeded,
   type ProvcatError,
+  SourceChanged,
   type StalledUploadOutcome,
   StoreError,
   UploadStalled,
@@ -89,6 +92,8 @@ export interface UploadPartsOptions {
   /** Highest part number (default: the protocol's). */
   maxParts?: number | undefined;
   contentType?: string | undefined;
+  /** The SHA-256 to record with the object at create (see `PutOptions.sha256`). */
+  sha256?: string | undefined;
   /** Continue this existing upload instead of creating one. */
   upload?: string | undefined;
   /** Parts acknowledged by an earlier attempt: kept, unsent, when their digest still matches. */
@@ -139,10 +144,12 @@ export async function createUpload(
   target: UploadTarget,
   contentType: string | undefined,
   size?: number,
+  sha256?: string,
 ): Promise<string> {
   const upload = await target.protocol.create(target.key, {
     contentType,
     size,
+    sha256,
     signal: AbortSignal.timeout(ABORT_TIMEOUT_MS),
   });
   target.debug(`${target.protocol.name} ${upload} created for ${target.uri}`);
@@ -209,7 +216,7 @@ export async function uploadParts(
     }
     signal.throwIfAborted();
     if (upload === undefined) {
-      upload = await createUpload(target, options.contentType, source.size);
+      upload = await createUpload(target, options.contentType, source.size, options.sha256);
       signal.throwIfAborted();
     }
     const ref = upload;
@@ -241,6 +248,14 @@ export async function uploadParts(
             if (trusted.sha256 === sha256) {
               await acknowledge(current, trusted.token, sha256, false);
               return;
+            }
+            if (protocol.sequential) {
+              // Bytes a session committed are final: sending the part again would leave the
+              // store's bytes, not these, under a digest of these.
+              throw new SourceChanged(
+                `${target.uri}: part ${current.number} of the source differs from what the ${protocol.name} already committed`,
+                { uri: target.uri },
+              );
             }
             target.debug(
               `upload of ${target.uri}: part ${current.number} differs from the checkpoint; sending it again`,

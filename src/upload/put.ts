@@ -108,6 +108,7 @@ export async function putObject(
         partsInFlight: settings.partsInFlight,
         stallTimeoutMs: settings.stallTimeoutMs,
         contentType: options.contentType,
+        sha256: options.sha256,
         signal: options.signal,
         onProgress: options.onProgress,
       },

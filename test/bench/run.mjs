@@ -5,6 +5,8 @@
 //                                          test/bench/results/latest.json and docs/performance.md
 //   node test/bench/run.mjs --quick        small sizes, 2 runs, writes nothing (a smoke test)
 //   node test/bench/run.mjs --cases 1,3    some cases only (writes nothing unless --write)
+//   node test/bench/run.mjs --cases 8      the optional case 8: undici against the hand-written
+//                                          HTTP/1.1 client (test/bench/undici-vs-http1.mjs)
 //
 // Why it is built this way:
 // - These machines are noisy (other work shares the cores; absolute times drift ±15% between
@@ -78,6 +80,7 @@ if (opt.help) {
       '  --quick   small sizes and 2 runs (a smoke test of the harness); writes nothing',
       '  --write   write results/latest.json and docs/performance.md (default: full runs only)',
       '  --clean   delete the small-object bucket at the end (it is kept to skip re-seeding)',
+      '  case 8 (not in the default list): undici against the hand-written HTTP/1.1 client',
       '',
     ].join('\n'),
   );
@@ -1047,6 +1050,24 @@ try {
     const rmDir = (dir) => rm(dir, { recursive: true, force: true });
     const h = { runCase, tool, freshDir, expectFolder, lastJson, runQuiet, rm: rmDir };
     cases.push(...(await gcsCases({ ...h, env, runs: RUNS, log, cleanups, withServerPids })));
+  }
+
+  if (selected.has('8')) {
+    // Its own rounds, processes and bucket (test/bench/undici-vs-http1.mjs); kept as its JSON.
+    const argv = ['node', path.join(here, 'undici-vs-http1.mjs')];
+    if (quick) argv.push('--quick');
+    if (opt.runs !== undefined) argv.push('--runs', opt.runs);
+    log('case 8: undici against the hand-written HTTP/1.1 client');
+    const r = spawnSync(argv[0], argv.slice(1), {
+      env,
+      encoding: 'utf8',
+      maxBuffer: 64 * MiB,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    if (r.status !== 0) throw new Error(`undici-vs-http1.mjs exited with ${r.status}`);
+    const out = r.stdout;
+    extra.undiciVsHttp1 = lastJson(out);
+    process.stderr.write(`${out.slice(0, out.trimEnd().lastIndexOf('\n'))}\n`);
   }
 
   const needBig = selected.has('4') || selected.has('5');
