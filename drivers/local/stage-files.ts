@@ -229,6 +229,11 @@ export class StageFiles implements StageBackend {
     }
   }
 
+  /** A file has one version: the current one is the oldest. */
+  getOldest(key: string, options: SignalOptions = {}): Promise<GetResult> {
+    return this.get(key, options);
+  }
+
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
     const start = prefix.endsWith('/') ? prefix.slice(0, -1) : prefix;
     yield* this.walk(start === '' ? [] : start.split('/'));
@@ -441,12 +446,23 @@ class FileUploads implements PartProtocol {
     return infoOf(key, await lstat(file));
   }
 
+  /**
+   * Discard an upload: its temp, and its marker. An upload of this process is closed first; one
+   * of a writer that is gone (listed by {@link listUploads}, aborted by garbage collection) has
+   * its markers removed too, so it is not listed again.
+   */
   async abort(key: string, upload: string): Promise<void> {
     const entry = this.open.get(upload);
     this.open.delete(upload);
     await entry?.handle.close().catch(() => undefined);
     await rm(`${this.pathOf(key)}${UPLOADING}`, { force: true });
-    if (entry) await rm(entry.marker, { force: true });
+    if (entry) {
+      await rm(entry.marker, { force: true });
+      return;
+    }
+    for (const m of await this.markers()) {
+      if (m.gone && m.key === key) await rm(m.file, { force: true });
+    }
   }
 
   /** The uploads whose writer is gone (their markers), oldest first. */

@@ -36,6 +36,10 @@ const groups: { names: readonly string[]; load: () => Promise<Command[]> }[] = [
     names: ['upload', 'cat', 'verify'],
     load: async () => (await import('../lake/cli.js')).lakeCommands,
   },
+  {
+    names: ['refs add', 'refs retire', 'refs ls', 'gc plan', 'gc apply', 'gc keep-set'],
+    load: async () => (await import('../lake/gc/cli.js')).gcCommands,
+  },
   { names: ['tour'], load: async () => [(await import('./tour.js')).tourCommand] },
 ];
 
