@@ -3,7 +3,7 @@
  * the core knows the built-in drivers.
  *
  * Drivers register a factory per scheme and a managed-stage descriptor kind
- * (src/lake/kinds.ts). The built-in drivers (`local`, `s3`) are registered here lazily: their
+ * (src/lake/kinds.ts). The built-in drivers (`local`, `s3`, `gs`) are registered here lazily: their
  * store modules (and cloud SDKs) load only when a URI of that scheme is first used, so commands
  * that need no network never load an SDK; of each, only its small, SDK-free stage-kind module is
  * imported up front (a descriptor is validated with no I/O). Third-party drivers call
@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { gcsStageKind } from '../drivers/gcs/stage-kind.js';
 import { localStageKind } from '../drivers/local/stage-kind.js';
 import { s3StageKind } from '../drivers/s3/stage-kind.js';
 import { UriError } from './errors.js';
@@ -44,8 +45,13 @@ registerDriver('s3', async (options) => {
   const { S3Store } = await import('../drivers/s3/index.js');
   return new S3Store(options);
 });
+registerDriver('gs', async (options) => {
+  const { GcsStore } = await import('../drivers/gcs/index.js');
+  return new GcsStore(options);
+});
 registerStageKind(localStageKind);
 registerStageKind(s3StageKind);
+registerStageKind(gcsStageKind);
 
 /**
  * The store for a URI's scheme. `options` go to the driver: the shared {@link StoreOptions}

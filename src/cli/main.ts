@@ -75,7 +75,7 @@ function helpText(commands: Command[]): string {
     '',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
-    'URIs: local://bucket/key, s3://bucket/key; a trailing / names a folder;',
+    'URIs: local://bucket/key, s3://bucket/key, gs://bucket/key; a trailing / names a folder;',
     '      ?at=version:ID or ?at=commit:ID pins. See docs/cli.md.',
   ].join('\n');
 }

@@ -42,6 +42,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { gcsCases, gcsTargets } from './gcs.mjs';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -77,6 +78,7 @@ if (opt.help) {
       '                               [--local-mib M] [--heavy-runs N] [--all-peers] [--quick]',
       '                               [--write|--no-write] [--clean]',
       '  --cases   1-7 need the S3 server; 8 is the embedded store alone (local://, cp + sync)',
+      '  --cases g       the GCS cases (gcs.mjs: the GCS test server, rclone, the raw GCS SDK); not in the default set',
       '  --runs N        counted runs of the light cases (default 5; each after one warm-up round)',
       '  --heavy-runs N  counted runs of the 10,000-file cases (default 3)',
       '  --big-runs N    counted runs of the 1 GiB cases (default 3)',
@@ -1150,6 +1152,21 @@ try {
     );
   }
 
+  if (selected.has('g')) {
+    const withServerPids = async (pids, fn) => {
+      const saved = serverPids;
+      serverPids = pids;
+      try {
+        return await fn();
+      } finally {
+        serverPids = saved;
+      }
+    };
+    const rmDir = (dir) => rm(dir, { recursive: true, force: true });
+    const h = { runCase, tool, freshDir, expectFolder, lastJson, runQuiet, rm: rmDir };
+    cases.push(...(await gcsCases({ ...h, env, runs: RUNS, log, cleanups, withServerPids })));
+  }
+
   if (selected.has('9')) {
     // Its own rounds, processes and bucket (test/bench/undici-vs-http1.mjs); kept as its JSON.
     const argv = ['node', path.join(here, 'undici-vs-http1.mjs')];
@@ -1466,6 +1483,7 @@ function targets(result) {
     ratio('8b', 'provcat fetch (local://, cold)', 'cp + sync FILE (durable)'),
     1.5,
   );
+  gcsTargets(add, ratio);
   for (const t of ['provcat stat ?at=commit (cached)', 'provcat ls ?at=commit (cached)']) {
     const r = row('7', t)?.requests?.total;
     if (r !== undefined)
