@@ -3,13 +3,23 @@
  * over the target, fsync the directory. A crash at any point leaves either the old file or the
  * new one, never a partial one, and temp files carry a `.tmp-` prefix that readers ignore.
  *
- * A temp's name says who wrote it — `.tmp-<host tag><random>-<pid>-<n>` — so that whoever finds
- * one later can tell a live writer's (keep it) from a killed one's (garbage):
- * {@link isAbandonedTemp}.
+ * A temp's name says who wrote it — `.tmp-<pid>-<host>-<n>` — so that whoever finds one later
+ * (the cache, the local store, a local stage) can tell a live writer's from a killed one's with
+ * the one rule of {@link judgeTemp}:
+ *
+ * - A temp of a process of this machine (same `<host>`: the host name, the boot and the PID
+ *   namespace) is garbage when that PID no longer runs (`kill(pid, 0)` fails with `ESRCH`). A
+ *   running PID (`EPERM` counts: it exists) keeps its temp however old, so a writer that was only
+ *   stopped (SIGSTOP, a suspended laptop) never loses it. A PID reused by another process keeps a
+ *   dead writer's temp until that process ends too.
+ * - Any other temp (another machine sharing the directory over a network disk, another
+ *   container, a name of an older provcat) is garbage once unmodified for
+ *   {@link ABANDONED_TEMP_AGE_MS}: a live writer modifies its temp all the time.
  *
  * @module
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
@@ -18,29 +28,59 @@ import { sha256Hex } from './digest.js';
 /** The name prefix of temp files; anything starting with it is never a finished file. */
 export const TEMP_PREFIX = '.tmp-';
 
-/** 4 hex digits of this host's name: a pid means something only on the host that wrote it. */
-const HOST_TAG = sha256Hex(hostname()).slice(0, 4);
+/** Age (since its last modification) after which a temp this machine cannot judge is garbage. */
+export const ABANDONED_TEMP_AGE_MS = 60 * 60 * 1000;
+
+/** A Linux identity of this machine (boot ID, PID namespace), or `''` where it cannot be read. */
+function linuxId(read: () => string): string {
+  if (process.platform !== 'linux') return '';
+  try {
+    return read().trim();
+  } catch {
+    // Not readable (a restricted /proc): the host name still separates machines, as on other
+    // platforms; nothing else depends on it.
+    return '';
+  }
+}
+
+let hostTagValue: string | undefined;
 
 /**
- * This process's part of temp names: the host tag and 8 random hex digits once (hosts sharing a
- * cache on a network disk may reuse a pid), the pid (base 36), then a counter. A fresh random
- * name per file cost ~46 µs of CPU each, ~5% of a cold fetch of small files; every temp is still
- * opened with O_EXCL.
+ * 8 hex digits naming this machine, boot and PID namespace: PIDs are only comparable between
+ * processes that share all three. Computed once per process.
  */
-const TEMP_STEM = `${HOST_TAG}${randomBytes(4).toString('hex')}-${process.pid.toString(36)}-`;
+export function hostTag(): string {
+  hostTagValue ??= sha256Hex(
+    [
+      hostname(),
+      linuxId(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8')),
+      linuxId(() => readlinkSync('/proc/self/ns/pid')),
+    ].join('\0'),
+  ).slice(0, 8);
+  return hostTagValue;
+}
+
+/**
+ * This process's part of temp names, made once: the pid, the host tag and 8 random hex digits;
+ * each name adds a counter. A fresh random name per file cost ~46 µs of CPU each, ~5% of a cold
+ * fetch of small files; every temp is still opened with O_EXCL.
+ */
+let tempStem: string | undefined;
 let tempCount = 0;
 
-/** A name {@link tempPathFor} makes: host tag, random part, pid, counter. */
-const TEMP_NAME = /^\.tmp-([0-9a-f]{4})[0-9a-f]{8}-([0-9a-z]{1,8})-[0-9a-z]+$/;
+/** A name {@link tempName} makes: pid, host tag, the process's random part and a counter. */
+const TEMP_NAME = /^\.tmp-(\d{1,10})-([0-9a-f]{8})-[0-9a-z]+$/;
 
-/**
- * A temp file this old is garbage whoever wrote it (ms): one day. It bounds what a reused pid (a
- * live process that took a dead writer's pid) or a writer on another host can keep alive.
- */
-export const ABANDONED_TEMP_AGE_MS = 24 * 3600 * 1000;
+/** A fresh temp file name (no directory) for this process; see the module comment. */
+export function tempName(): string {
+  tempStem ??= `${TEMP_PREFIX}${process.pid}-${hostTag()}-${randomBytes(4).toString('hex')}`;
+  tempCount += 1;
+  return `${tempStem}${tempCount.toString(36)}`;
+}
 
-/** True when process `pid` exists on this host (`kill(pid, 0)`; EPERM: it exists). */
-function alive(pid: number): boolean {
+/** True when a process with this PID exists on this machine (EPERM: it exists, as another user). */
+export function isRunning(pid: number): boolean {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
   if (pid === process.pid) return true;
   try {
     process.kill(pid, 0);
@@ -50,27 +90,42 @@ function alive(pid: number): boolean {
   }
 }
 
+/** What {@link judgeTemp} decides about a temp file. */
+export type TempVerdict =
+  /** Its writer runs (or is this process): keep it. */
+  | 'live'
+  /** Its writer is a process of this machine that is gone: remove it. */
+  | 'dead'
+  /** Not this machine's, or not our name: remove it once older than {@link ABANDONED_TEMP_AGE_MS}. */
+  | 'by-age';
+
+/**
+ * Whose temp `name` is, and whether that writer still runs (see the module comment);
+ * `undefined` when `name` is no temp file. At most one `kill(pid, 0)`, no file-system call.
+ */
+export function judgeTemp(name: string): TempVerdict | undefined {
+  if (!name.startsWith(TEMP_PREFIX)) return undefined;
+  const m = TEMP_NAME.exec(name);
+  if (m === null || m[2] !== hostTag()) return 'by-age';
+  return isRunning(Number(m[1])) ? 'live' : 'dead';
+}
+
 /**
  * True when the temp file named `name` (last modified at `mtimeMs`) was left by a writer that is
- * gone, so it may be removed: a name of {@link tempPathFor} from this host whose pid is dead, or
- * any `.tmp-` file older than {@link ABANDONED_TEMP_AGE_MS}. Never true for a temp of a live
- * writer on this host younger than that, nor for a name without the prefix.
+ * gone, so it may be removed (the rule of {@link judgeTemp}). Never true for a live writer's.
  */
 export function isAbandonedTemp(name: string, mtimeMs: number, now = Date.now()): boolean {
-  if (!name.startsWith(TEMP_PREFIX)) return false;
-  if (now - mtimeMs > ABANDONED_TEMP_AGE_MS) return true;
-  const m = TEMP_NAME.exec(name);
-  if (m === null || m[1] !== HOST_TAG) return false;
-  return !alive(Number.parseInt(m[2] as string, 36));
+  const verdict = judgeTemp(name);
+  if (verdict === 'dead') return true;
+  return verdict === 'by-age' && now - mtimeMs > ABANDONED_TEMP_AGE_MS;
 }
 
 /** A temp path beside `target`, unique per call. */
 export function tempPathFor(target: string): string {
-  tempCount += 1;
   // Not path.join: its normalizing showed in profiles of many small files. A dirname is
   // already normal; only the root ends with a separator.
   const dir = path.dirname(target);
-  const name = `${TEMP_PREFIX}${TEMP_STEM}${tempCount.toString(36)}`;
+  const name = tempName();
   return dir.endsWith(path.sep) ? `${dir}${name}` : `${dir}${path.sep}${name}`;
 }
 

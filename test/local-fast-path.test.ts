@@ -31,8 +31,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KERNEL_COPY_BYTES } from '../drivers/local/file-copy.js';
 import { LocalStore } from '../drivers/local/index.js';
-import { hostTag } from '../drivers/local/temp-files.js';
 import { isAbort, NotFound, StoreError } from '../src/errors.js';
+import { hostTag } from '../src/fs-atomic.js';
 import { randomPrefix } from './conformance/target.js';
 import { rejection } from './support/rejection.js';
 
@@ -248,7 +248,7 @@ describe('what crashed and stopped writers leave', () => {
     // The children import dist/: refuse to test a build older than the source.
     if (!existsSync(dist)) throw new Error(`${dist} is missing: run \`npm run build\` first`);
     const built = statSync(dist).mtimeMs;
-    for (const source of ['local-store.ts', 'file-copy.ts', 'temp-files.ts', 'layout.ts']) {
+    for (const source of ['local-store.ts', 'file-copy.ts', 'layout.ts']) {
       if (statSync(path.join(repo, 'drivers/local', source)).mtimeMs > built) {
         throw new Error(`dist/ is older than drivers/local/${source}: run \`npm run build\``);
       }

@@ -17,7 +17,7 @@
  * - Version files and index entries are immutable once published and never removed, so readers
  *   take no lock: the newest version of a key is the largest version file name.
  * - A writer killed before its rename leaves only a temp file; the next write into the key's
- *   directory removes the temps of writers that are gone (`./temp-files.ts`).
+ *   directory removes the temps of writers that are gone (`judgeTemp`, src/fs-atomic.ts).
  *
  * Large files move at disk speed: a put from a file of 8 MiB or more is copied by the kernel
  * (`./file-copy.ts`; such a version has no MD5, its ETag is its version ID), and a read of a
@@ -55,6 +55,7 @@ import type {
   VersionRecord,
 } from '../../src/driver.js';
 import { Exists, isAbort, NotFound, ProvcatError, StoreError, UriError } from '../../src/errors.js';
+import { ABANDONED_TEMP_AGE_MS, judgeTemp, tempName } from '../../src/fs-atomic.js';
 import { compareUtf8 } from '../../src/keys.js';
 import { ObjectStore } from '../../src/object-store.js';
 import type { StoreOptions } from '../../src/store.js';
@@ -78,7 +79,6 @@ import {
   type VersionFile,
   versionFileName,
 } from './layout.js';
-import { judgeTemp, STALE_TEMP_MS, tempName } from './temp-files.js';
 
 const debug = debuglog('provcat:local');
 
@@ -481,7 +481,7 @@ export class LocalStore extends ObjectStore {
 
   /**
    * Remove the temp files of writers that are gone: a process of this machine that no longer
-   * runs, or a writer that has not touched its temp for an hour (see `./temp-files.ts`).
+   * runs, or a writer that has not touched its temp for an hour (`judgeTemp`, src/fs-atomic.ts).
    */
   async #sweepTemps(dir: string, names: string[]): Promise<void> {
     for (const name of names) {
@@ -491,7 +491,7 @@ export class LocalStore extends ObjectStore {
       try {
         if (verdict === 'by-age') {
           const { mtimeMs } = await fs.stat(file);
-          if (Date.now() - mtimeMs < STALE_TEMP_MS) continue;
+          if (Date.now() - mtimeMs < ABANDONED_TEMP_AGE_MS) continue;
         }
         await fs.rm(file, { force: true });
         this.#trace(`removed the stale temp file ${file}`);

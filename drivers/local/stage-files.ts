@@ -61,7 +61,7 @@ import {
   PreconditionFailed,
   StoreError,
 } from '../../src/errors.js';
-import { fsyncDir, tempPathFor } from '../../src/fs-atomic.js';
+import { fsyncDir, isRunning, tempPathFor } from '../../src/fs-atomic.js';
 import { compareUtf8 } from '../../src/keys.js';
 import type { StageBackend } from '../../src/lake/backend.js';
 
@@ -103,16 +103,6 @@ function infoOf(
     version: `${stats.ino}-${stats.mtimeMs}`,
     lastModified: stats.mtime,
   };
-}
-
-/** True when a process with this pid runs (EPERM: it runs, as another user). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as { code?: string }).code === 'EPERM';
-  }
 }
 
 /** The plain files of a local stage, as a {@link StageBackend} (see the module comment). */
@@ -494,7 +484,12 @@ class FileUploads implements PartProtocol {
         const key = text.trim();
         const old = Date.now() - stats.mtimeMs > STALE_UPLOAD_MS;
         const mine = Number(m[1]) === process.pid && this.open.has(key);
-        out.push({ file, key, time: stats.mtime, gone: !mine && (old || !alive(Number(m[1]))) });
+        out.push({
+          file,
+          key,
+          time: stats.mtime,
+          gone: !mine && (old || !isRunning(Number(m[1]))),
+        });
       } catch (error) {
         if ((error as { code?: string }).code !== 'ENOENT') throw error;
       }
