@@ -124,6 +124,13 @@ export interface GetResult {
    */
   pipeTo?: ((sink: BodySink) => Promise<void>) | undefined;
   /**
+   * Fast read: set by drivers whose bytes already are a local file (the local store), for a
+   * read of the whole object: the caller may copy `path` itself (the kernel's copy,
+   * `fs.copyFile`) instead of reading `body`, and then leaves `body` alone (the driver opens
+   * nothing until `body` is first read). See {@link FileBody} for what the driver promises.
+   */
+  file?: FileBody | undefined;
+  /**
    * Fast read: set when the driver read the whole body into memory (see {@link GetOptions.wholeUpTo}):
    * exactly `contentLength` bytes, the caller's to keep. `body` then streams the same bytes.
    */
@@ -135,6 +142,21 @@ export interface GetResult {
    * `body` instead must not call it.
    */
   release?: (() => void) | undefined;
+}
+
+/**
+ * The bytes of a GET as a local file ({@link GetResult.file}). The file belongs to the driver:
+ * the caller only reads (copies) it, and never writes, renames, links or keeps the path (a hard
+ * link would let an edit of the caller's file change the driver's). The driver sets it only for a file that no one
+ * changes while it may be read (an immutable version file): a copy from a file that shrank
+ * meanwhile may never end (libuv's copy loop retries a short source for ever). `size` is what
+ * the driver knows the file holds; a caller still checks the size of its copy.
+ */
+export interface FileBody {
+  /** Absolute path of the file. */
+  path: string;
+  /** Its size in bytes (the object's size). */
+  size: number;
 }
 
 /** One entry of `_history`: a version of a key, or a delete marker (`size === null`). */
@@ -322,4 +344,9 @@ export interface Capabilities {
    * file whose ETag is no MD5 (a multipart ETag) by one HEAD. Default: false.
    */
   sha256Metadata?: boolean | undefined;
+  /**
+   * Every bucket keeps versions, whatever `makeBucket` was asked (the local store); unset when
+   * that depends on the bucket.
+   */
+  versionsAlways?: boolean | undefined;
 }

@@ -1023,6 +1023,39 @@ describe('http1 parser fuzz: bytes after the body on a kept-alive connection', (
     },
     TIMEOUT,
   );
+
+  it('a 0-byte body with a whole second response in the same read: the connection is not reused', async () => {
+    // Found by the property above (seed 454361838): the empty body completed inside the head's
+    // handling, and the connection went back to the pool before the extra bytes were seen.
+    for (const mode of ['whole', 'stream'] as const) {
+      const c: ValidCase = {
+        minor: 1,
+        status: 200,
+        reason: '',
+        lines: ['Content-Length: 0'],
+        connection: [],
+        body: patterned(0, 0),
+        cuts: [],
+        mode,
+        buffers: {},
+      };
+      const bytes = bytesOf(c);
+      const id = server.add({
+        parts: [Buffer.concat([bytes, Buffer.from(OK_RESPONSE)])],
+        end: 'keep',
+      });
+      const pool = new Http1Pool({ idleTimeoutMs: 10_000 });
+      const path = `/p/${id}/s`;
+      try {
+        const s = await subject(path, c.mode, pool, c.buffers);
+        expect(s).toMatchObject({ status: 200 });
+        const first = { path, conn: server.connectionOf.get(path) ?? -1 };
+        expect(await reusedFor(pool, first, c.buffers)).toBe(false);
+      } finally {
+        pool.close();
+      }
+    }
+  });
 });
 
 describe('http1 parser fuzz: header size', () => {

@@ -84,7 +84,7 @@ describe('local store', () => {
     it('serves local:// with versions and ranges', () => {
       expect(store.scheme).toBe('local');
       expect(store.driver).toBe('local');
-      expect(store.capabilities).toEqual({ versions: true, ranges: true });
+      expect(store.capabilities).toEqual({ versions: true, ranges: true, versionsAlways: true });
     });
   });
 

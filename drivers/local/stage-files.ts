@@ -61,7 +61,7 @@ import {
   PreconditionFailed,
   StoreError,
 } from '../../src/errors.js';
-import { fsyncDir, tempPathFor } from '../../src/fs-atomic.js';
+import { fsyncDir, isRunning, tempPathFor } from '../../src/fs-atomic.js';
 import { compareUtf8 } from '../../src/keys.js';
 import type { StageBackend } from '../../src/lake/backend.js';
 
@@ -103,16 +103,6 @@ function infoOf(
     version: `${stats.ino}-${stats.mtimeMs}`,
     lastModified: stats.mtime,
   };
-}
-
-/** True when a process with this pid runs (EPERM: it runs, as another user). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as { code?: string }).code === 'EPERM';
-  }
 }
 
 /** The plain files of a local stage, as a {@link StageBackend} (see the module comment). */
@@ -227,6 +217,11 @@ export class StageFiles implements StageBackend {
       await handle.close();
       throw error;
     }
+  }
+
+  /** A file has one version: the current one is the oldest. */
+  getOldest(key: string, options: SignalOptions = {}): Promise<GetResult> {
+    return this.get(key, options);
   }
 
   async *list(prefix: string): AsyncIterable<ObjectInfo> {
@@ -441,12 +436,23 @@ class FileUploads implements PartProtocol {
     return infoOf(key, await lstat(file));
   }
 
+  /**
+   * Discard an upload: its temp, and its marker. An upload of this process is closed first; one
+   * of a writer that is gone (listed by {@link listUploads}, aborted by garbage collection) has
+   * its markers removed too, so it is not listed again.
+   */
   async abort(key: string, upload: string): Promise<void> {
     const entry = this.open.get(upload);
     this.open.delete(upload);
     await entry?.handle.close().catch(() => undefined);
     await rm(`${this.pathOf(key)}${UPLOADING}`, { force: true });
-    if (entry) await rm(entry.marker, { force: true });
+    if (entry) {
+      await rm(entry.marker, { force: true });
+      return;
+    }
+    for (const m of await this.markers()) {
+      if (m.gone && m.key === key) await rm(m.file, { force: true });
+    }
   }
 
   /** The uploads whose writer is gone (their markers), oldest first. */
@@ -478,7 +484,12 @@ class FileUploads implements PartProtocol {
         const key = text.trim();
         const old = Date.now() - stats.mtimeMs > STALE_UPLOAD_MS;
         const mine = Number(m[1]) === process.pid && this.open.has(key);
-        out.push({ file, key, time: stats.mtime, gone: !mine && (old || !alive(Number(m[1]))) });
+        out.push({
+          file,
+          key,
+          time: stats.mtime,
+          gone: !mine && (old || !isRunning(Number(m[1]))),
+        });
       } catch (error) {
         if ((error as { code?: string }).code !== 'ENOENT') throw error;
       }

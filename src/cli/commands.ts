@@ -224,7 +224,9 @@ export const coreCommands: Command[] = [
       if (!u.isBucket) throw new UsageError(`mb takes a bucket URI (scheme://bucket), not ${u}`);
       store.online(u, 'mb');
       await store.makeBucket(u.bucket, { versioning: values.versioning === true });
-      emit(ctx, { uri: u.toString(), versioning: values.versioning === true }, () => `made ${u}`);
+      // The local store keeps versions in every bucket, asked or not.
+      const versioning = values.versioning === true || store.capabilities.versionsAlways === true;
+      emit(ctx, { uri: u.toString(), versioning }, () => `made ${u}`);
       return 0;
     },
   },

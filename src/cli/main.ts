@@ -36,6 +36,10 @@ const groups: { names: readonly string[]; load: () => Promise<Command[]> }[] = [
     names: ['upload', 'cat', 'verify'],
     load: async () => (await import('../lake/cli.js')).lakeCommands,
   },
+  {
+    names: ['refs add', 'refs retire', 'refs ls', 'gc plan', 'gc apply', 'gc keep-set'],
+    load: async () => (await import('../lake/gc/cli.js')).gcCommands,
+  },
   { names: ['tour'], load: async () => [(await import('./tour.js')).tourCommand] },
 ];
 
@@ -71,8 +75,8 @@ function helpText(commands: Command[]): string {
     '',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
-    'URIs: local://bucket/key, s3://bucket/key, az://container/key; a trailing / names a folder;',
-    '      ?at=version:ID or ?at=commit:ID pins. See docs/cli.md.',
+    'URIs: local://bucket/key, s3://bucket/key, gs://bucket/key, az://container/key;',
+    '      a trailing / names a folder; ?at=version:ID or ?at=commit:ID pins. See docs/cli.md.',
   ].join('\n');
 }
 

@@ -11,7 +11,7 @@
  * @module
  */
 import type { CreateMode, GetResult, ObjectInfo, PartProtocol, SignalOptions } from '../driver.js';
-import { NotSupported } from '../errors.js';
+import { NotFound, NotSupported } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
 
 /** The storage behind one stage (see the module comment). */
@@ -26,6 +26,13 @@ export interface StageBackend {
     key: string,
     options?: SignalOptions & { range?: { start: number; end: number } | undefined },
   ): Promise<GetResult>;
+  /**
+   * The version of `key` that "create only if absent" made the winner: in the
+   * `oldest-version-wins` create mode the key's oldest version (a losing writer's version is a
+   * newer one), in every other mode the only one. `NotFound` when absent. Reference-set logs
+   * are read with it, as commit logs are (docs/commit-format.md#create-modes).
+   */
+  getOldest(key: string, options?: SignalOptions): Promise<GetResult>;
   /** Every object below `prefix` (a flat listing, every page), in key order. */
   list(prefix: string, options?: SignalOptions): AsyncIterable<ObjectInfo>;
   /** Write one small object (an empty upload, a reference-set entry) in one request. */
@@ -83,6 +90,20 @@ export function storeBackend(store: ObjectStore, bucket: string): StageBackend {
     head: (key, options) => store._head(bucket, key, options),
     get: (key, options = {}) =>
       store._get(bucket, key, { range: options.range, signal: options.signal }),
+    async getOldest(key, options = {}) {
+      if ((await store._createMode(bucket)) !== 'oldest-version-wins') {
+        return store._get(bucket, key, { signal: options.signal });
+      }
+      // _history lists a key's versions newest first: the last one seen is the oldest.
+      let oldest: string | undefined;
+      for await (const record of store._history(bucket, key, { signal: options.signal })) {
+        if (record.key === key && record.size !== null) oldest = record.versionId;
+      }
+      if (oldest === undefined) {
+        throw new NotFound(`${store.scheme}://${bucket}/${key} has no version`);
+      }
+      return store._getVersion(bucket, key, oldest, { signal: options.signal });
+    },
     async *list(prefix, options = {}) {
       for await (const page of store._pages(bucket, prefix, { signal: options.signal })) {
         yield* page.objects;

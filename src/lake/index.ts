@@ -37,6 +37,7 @@ export {
   stageFromDescriptor,
   stageFromString,
 } from './factory.js';
+export * from './gc/index.js';
 export {
   type BackendOptions,
   registerStageKind,

@@ -2,8 +2,8 @@
  * {@link Stage}: the one managed stage, on every store. A descriptor's kind (kinds.ts) says how
  * its locations look and builds its storage backend (backend.ts) on first use; everything else
  * is here and in the modules it ties together — uploads through the one engine (upload.ts),
- * verified reads (reads.ts), presigned reads, and the listing and conditional deletes garbage
- * collection needs.
+ * verified reads (reads.ts), presigned reads, and the listing, conditional deletes and reference
+ * sets garbage collection needs (gc/, loaded with their first use).
  *
  * Every method checks what it can before any I/O, in this order: the digest (exactly 64 hex
  * characters), then containment (the location lies inside the stage's exact bucket or root and
@@ -19,6 +19,12 @@ import { PartBufferPool } from '../upload/parts.js';
 import type { StageBackend } from './backend.js';
 import { RESUMABLE_PART_SIZES } from './checkpoint.js';
 import { abortError, StageConfigError } from './errors.js';
+import type {
+  AddReferencesResult,
+  ReferenceOptions,
+  ReferenceSetInfo,
+  RetireReferencesResult,
+} from './gc/refs.js';
 import type { BackendOptions, StageDescriptor, StageKind } from './kinds.js';
 import {
   checkContentType,
@@ -333,6 +339,34 @@ export class Stage implements ManagedStage {
   async abortUpload(upload: StageUpload, options: ReadOptions = {}): Promise<void> {
     this.keyOf(upload.uri);
     await (await this.backend()).parts.abort(upload.key, upload.upload, options);
+  }
+
+  // ---- reference sets (garbage collection: src/lake/gc/, docs/gc.md) ----------------------
+
+  /**
+   * Record that reference set `name` references `locations` (DataLocations, location URIs, or
+   * URIs ending in `/` for everything below); see `addReferences` in gc/refs.ts. Every location
+   * is checked for containment before anything is written.
+   */
+  async addReferences(
+    name: string,
+    locations: Iterable<string | DataLocation>,
+    options?: ReferenceOptions,
+  ): Promise<AddReferencesResult> {
+    return (await import('./gc/refs.js')).addReferences(this, name, locations, options);
+  }
+
+  /** Retire reference set `name` as a whole; see `retireReferences` in gc/refs.ts. */
+  async retireReferences(
+    name: string,
+    options?: ReferenceOptions,
+  ): Promise<RetireReferencesResult> {
+    return (await import('./gc/refs.js')).retireReferences(this, name, options);
+  }
+
+  /** Every reference set, each read whole and verified; see `listReferenceSets` in gc/refs.ts. */
+  async referenceSets(options?: ReferenceOptions): Promise<ReferenceSetInfo[]> {
+    return (await import('./gc/refs.js')).listReferenceSets(this, options);
   }
 
   /** Release the backend's sockets and clients (the stage stays usable). */

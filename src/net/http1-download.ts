@@ -702,6 +702,9 @@ class Transfer implements ConnectionOwner {
         this.fallBack(parsed);
         return;
       }
+      // Bytes past the body in this very read spoil the connection before anything can hand it
+      // back to the pool (a body of 0 bytes completes inside accept).
+      if (end - i > parsed.contentLength) this.conn.reusable = false;
       this.accept(parsed);
       if (i < end) this.addBody(slab, i, end - i);
       return;

@@ -1,13 +1,13 @@
-// Case 9 of `npm run bench` (issue 18, optional: `--cases 9`): provcat's Azure driver on Azurite, side by side with
+// The Azure cases of `npm run bench` (issue 18; not in the default set: `--cases az`): provcat's Azure driver on Azurite, side by side with
 // rclone's azureblob backend (`use_emulator`) and a raw @azure/storage-blob loop, as ratios.
 //
-//   node test/bench/run.mjs --cases 9            this case only (writes nothing unless --write)
+//   node test/bench/run.mjs --cases az           these cases only (writes nothing unless --write)
 //   node test/bench/azure.mjs --raw --url URL --container C --prefix P/ --dest DIR
 //                                                the raw SDK peer (what run.mjs times)
 //
 // How: Azurite starts standalone (`npm run server:azurite -- --port PORT`, in-memory) for the
 // case and stops after it; its CPU is the "server CPU" column. 1,000 × 4 KiB objects are seeded
-// through the SDK in the same layout as the S3 cases. 9a is a cold folder fetch, 9b an unchanged
+// through the SDK in the same layout as the S3 cases. az1 is a cold folder fetch, az2 an unchanged
 // refetch. provcat reads with the driver's defaults (lean reads signed with the account key);
 // one extra, untimed run goes through a counting proxy for the request count. The raw SDK loop is
 // plain BlobServiceClient.fromConnectionString, a listing, then download() 16 at a time streamed
@@ -230,7 +230,12 @@ export async function azureCases(h, env) {
   const name = `${folder.files.toLocaleString('en')} × ${folder.size / 1024} KiB`;
   const out = [
     await h.runCase(
-      { id: '9a', title: `Azure (Azurite): cold folder fetch, ${name}`, tools: cold, runs: h.RUNS },
+      {
+        id: 'az1',
+        title: `Azure (Azurite): cold folder fetch, ${name}`,
+        tools: cold,
+        runs: h.RUNS,
+      },
       azEnv,
     ),
   ];
@@ -267,7 +272,7 @@ export async function azureCases(h, env) {
   out.push(
     await h.runCase(
       {
-        id: '9b',
+        id: 'az2',
         title: `Azure (Azurite): unchanged refetch, ${name}`,
         tools: again,
         runs: h.RUNS,
@@ -278,40 +283,16 @@ export async function azureCases(h, env) {
   return out;
 }
 
-/** The issue-18 targets, from the Azure cases of a result (same shape as run.mjs's). */
-export function azureTargets(result) {
-  const row = (id, tool) =>
-    result.cases.find((c) => c.id === id)?.rows.find((r) => r.tool === tool);
-  const out = [];
-  const add = (name, id, a, b, limit) => {
-    const x = row(id, a);
-    const y = row(id, b);
-    if (!x || !y) return;
-    const value = x.median / y.median;
-    out.push({ name, value: Number(value.toFixed(2)), limit, unit: '×', met: value <= limit });
-  };
-  add(
-    'Azure cold 1,000 × 4 KiB: provcat / rclone',
-    '9a',
-    'provcat fetch',
-    'rclone copy --transfers 16',
-    1.0,
-  );
-  add(
-    'Azure cold 1,000 × 4 KiB: provcat / raw SDK loop',
-    '9a',
-    'provcat fetch',
-    'raw SDK loop (16 at a time)',
-    0.6,
-  );
+/** The issue-18 targets, added with run.mjs's `add` and `ratio` (as gcs.mjs does). */
+export function azureTargets(add, ratio) {
+  const cold = (peer) => ratio('az1', 'provcat fetch', peer);
+  add('Azure cold 1,000 × 4 KiB: provcat / rclone', cold('rclone copy --transfers 16'), 1.0);
+  add('Azure cold 1,000 × 4 KiB: provcat / raw SDK loop', cold('raw SDK loop (16 at a time)'), 0.6);
   add(
     'Azure unchanged refetch 1,000 × 4 KiB: provcat / rclone default',
-    '9b',
-    'provcat fetch (cached)',
-    'rclone copy (default)',
+    ratio('az2', 'provcat fetch (cached)', 'rclone copy (default)'),
     0.5,
   );
-  return out;
 }
 
 // ---- the raw SDK peer ---------------------------------------------------------------------------
