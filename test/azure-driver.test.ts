@@ -4,7 +4,6 @@
  * versions server (versions, commits, branches); and what only Azure needs: versions that fail
  * closed on Azurite and on a store that ignores `versionid`, listings in byte order from
  * Azurite's UTF-16 order, downloads cut mid-body, 409 and 412 on create, concurrent commits.
- * An env-gated suite runs against a real account (PROVCAT_TEST_AZURE_CONTAINER).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -22,7 +21,6 @@ import {
   resolveAzureConfig,
   Utf8Order,
 } from '../drivers/azure/index.js';
-import { azureStageKind } from '../drivers/azure/stage-kind.js';
 import { commitFolder } from '../src/commits/commit.js';
 import { loadCommit } from '../src/commits/load.js';
 import { logFolder } from '../src/commits/log.js';
@@ -38,7 +36,6 @@ import {
 } from '../src/errors.js';
 import { compareUtf8 } from '../src/keys.js';
 import { type Stage, stageFromDescriptor } from '../src/lake/index.js';
-import type { StageDescriptor } from '../src/lake/kinds.js';
 import { conformance } from './conformance/index.js';
 import { tempCache } from './conformance/store.js';
 import { randomPrefix } from './conformance/target.js';
@@ -590,26 +587,3 @@ describe('azure driver on the versions server', () => {
     });
   });
 });
-
-// ---- a real account (env-gated) ----------------------------------------------------------------
-
-const live = process.env.PROVCAT_TEST_AZURE_CONTAINER;
-if (!live) {
-  describe.skip('azure driver on a real account (skipped: PROVCAT_TEST_AZURE_CONTAINER is not set; set it with AZURE_STORAGE_CONNECTION_STRING or a login, on an account with blob versioning)', () => {
-    it('runs the conformance suite', () => {});
-  });
-} else {
-  describe('azure driver on a real account', () => {
-    conformance({
-      name: `azure on ${live}`,
-      store: (o) => new AzureStore({ ...o }),
-      bucket: live,
-      flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true, parts: true },
-      stage: ({ prefix }) =>
-        stageFromDescriptor(
-          azureStageKind.fromString?.(`az://${live}/${prefix}/`, process.env) as StageDescriptor,
-          { partSize: 1024 * 1024 },
-        ) as Stage,
-    });
-  });
-}
