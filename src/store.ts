@@ -30,13 +30,20 @@ export interface StoreOptions extends UploadSettingsOptions {
   cache?: Cache | string | undefined;
   /** No network call at all; see docs/guide.md#offline. Default: `PROVCAT_OFFLINE=1`. */
   offline?: boolean | undefined;
-  /** Most transfers in flight in a folder fetch or a branch. Default 16. */
+  /**
+   * Transfers in flight in a folder fetch or a branch. Default: a folder fetch starts at 16 and
+   * grows (up to {@link ADAPTIVE_MAX_CONCURRENCY}) while more in flight makes it faster, as when
+   * round trips dominate; a number given here fixes it.
+   */
   concurrency?: number | undefined;
   /** Progress of long transfers. */
   onProgress?: ProgressCallback | undefined;
   /** Where debug messages go (default: `node:util` debuglog `provcat`). */
   logger?: ((message: string) => void) | undefined;
 }
+
+/** The most transfers an adaptive folder fetch grows to (see {@link StoreOptions.concurrency}). */
+export const ADAPTIVE_MAX_CONCURRENCY = 64;
 
 /** True when `PROVCAT_OFFLINE` asks for offline mode. */
 export function offlineFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -50,8 +57,10 @@ export abstract class Store {
   readonly cache: Cache;
   /** Offline mode: no network call at all. */
   readonly offline: boolean;
-  /** Most transfers in flight for folder operations. */
+  /** Transfers in flight for folder operations (where a fetch starts, when adaptive). */
   readonly concurrency: number;
+  /** True when `concurrency` was not given: folder fetches adapt their window. */
+  readonly adaptiveConcurrency: boolean;
   /** The progress callback, if any. */
   readonly onProgress: ProgressCallback | undefined;
   /** Debug logger. */
@@ -66,6 +75,7 @@ export abstract class Store {
       throw new RangeError(`concurrency must be an integer in 1..256, not ${concurrency}`);
     }
     this.concurrency = concurrency;
+    this.adaptiveConcurrency = options.concurrency === undefined;
     this.onProgress = options.onProgress;
     this.logger = options.logger ?? (() => {});
   }

@@ -13,10 +13,12 @@
  * @module
  */
 import path from 'node:path';
-import { forEachLimit } from '../concurrency.js';
+import { debuglog } from 'node:util';
+import { type AdaptiveWindow, forEachAdaptive } from '../concurrency.js';
 import type { GetResult, ObjectInfo } from '../driver.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
+import { ADAPTIVE_MAX_CONCURRENCY } from '../store.js';
 import type { Uri } from '../uri.js';
 import {
   type FileRecord,
@@ -362,9 +364,11 @@ async function fetchFolder(
     const totalBytes = todo.reduce((n, i) => n + ((entries[i]?.size as number) ?? 0), 0);
     const transfer = new Transfer(store, u, options, totalBytes, todo.length);
     let downloaded = 0;
-    await forEachLimit(
+    await forEachAdaptive(
       todo,
-      options.concurrency ?? store.concurrency,
+      windowOf(store, options, (w, rate) =>
+        debug('%s: %d in flight (%d files/s at the smaller window)', u, w, Math.round(rate)),
+      ),
       async (i, signal) => {
         const e = entries[i];
         const rel = rels[i];
@@ -530,4 +534,25 @@ async function fetchVersion(
   await cache.writeState({ uri: viewId, done: true, files: { '': recordOf(versionId, st) } });
   transfer.fileDone();
   return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
+}
+
+const debug = debuglog('provcat:fetch');
+
+/**
+ * The window of a folder fetch's downloads: fixed at the call's or the store's `concurrency`
+ * when one was given, else starting at the store's default and growing while it pays
+ * (src/concurrency.ts `forEachAdaptive`).
+ */
+function windowOf(
+  store: ObjectStore,
+  options: FetchOptions,
+  onGrow: AdaptiveWindow['onGrow'],
+): AdaptiveWindow {
+  const fixed = options.concurrency ?? (store.adaptiveConcurrency ? undefined : store.concurrency);
+  if (fixed !== undefined) return { start: fixed, max: fixed };
+  return {
+    start: store.concurrency,
+    max: Math.max(store.concurrency, ADAPTIVE_MAX_CONCURRENCY),
+    onGrow,
+  };
 }
