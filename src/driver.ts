@@ -265,7 +265,7 @@ export interface UploadObjectOptions extends SignalOptions {
   contentType?: string | undefined;
   /** The object's total size, when known (at `complete` always). */
   size?: number | undefined;
-  /** At `create`: the SHA-256 to record with the object (see {@link PutOptions.sha256}). */
+  /** At `create` and `complete`: the SHA-256 to record with the object (see {@link PutOptions.sha256}). */
   sha256?: string | undefined;
 }
 

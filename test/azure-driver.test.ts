@@ -1,5 +1,5 @@
 /**
- * The Azure driver: configuration, error mapping, listing order and the lean parser (no server);
+ * The Azure driver: configuration, error mapping and the lean parser (no server);
  * the conformance suite on Azurite (no versions there; with the lean reads on and off) and on the
  * versions server (versions, commits, branches); and what only Azure needs: versions that fail
  * closed on Azurite and on a store that ignores `versionid`, listings in byte order from
@@ -10,7 +10,6 @@ import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { PipelinePolicy } from '@azure/core-rest-pipeline';
 import type { BlobServiceClient, ContainerClient } from '@azure/storage-blob';
-import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AzureStore,
@@ -19,7 +18,6 @@ import {
   mapAzureError,
   parseBlobList,
   resolveAzureConfig,
-  Utf8Order,
 } from '../drivers/azure/index.js';
 import { commitFolder } from '../src/commits/commit.js';
 import { loadCommit } from '../src/commits/load.js';
@@ -155,56 +153,16 @@ describe('azure configuration', () => {
       '</Blobs><NextMarker>p/a&amp;</NextMarker></EnumerationResults>';
     const page = parseBlobList(xml);
     expect(page?.prefixes).toEqual(['p/&/']);
-    expect(page?.blobs.map((b) => [b.key, b.size, b.version])).toEqual([
+    expect(page?.objects.map((b) => [b.key, b.size, b.version])).toEqual([
       ['p/a<b\u{1F600}', 12, '"0x8D1"'],
       ['p/c\u0001', 0, '"0x8D2"'],
     ]);
-    expect(page?.blobs.map((b) => b.sha256)).toEqual(['ab'.repeat(32), undefined]);
+    expect(page?.objects.map((b) => b.sha256)).toEqual(['ab'.repeat(32), undefined]);
     expect(page?.next).toBe('p/a&');
     expect(parseBlobList('<Error/>')).toBeUndefined();
     expect(
       parseBlobList('<EnumerationResults><Blobs/><NextMarker/></EnumerationResults>')?.next,
     ).toBe(undefined);
-  });
-
-  it('orders pages that come in UTF-16 or UTF-8 order into UTF-8 order, holding back only what must wait', () => {
-    const alphabet = ['a', 'b', '/', '\uff61', '\ue000', '\u{1F600}', '\u{10000}', 'é'];
-    const name = fc
-      .array(fc.constantFrom(...alphabet), { minLength: 1, maxLength: 5 })
-      .map((cs) => `p/${cs.join('')}`);
-    fc.assert(
-      fc.property(
-        fc.uniqueArray(name, { maxLength: 40 }),
-        fc.array(fc.integer({ min: 1, max: 7 }), { minLength: 1, maxLength: 20 }),
-        fc.boolean(),
-        (names, cuts, utf16) => {
-          const served = [...names].sort(utf16 ? undefined : compareUtf8);
-          const order = new Utf8Order<string>(2, (s) => s);
-          const out: string[] = [];
-          let at = 0;
-          for (let i = 0; at < served.length; i++) {
-            const size = cuts[i % cuts.length] as number;
-            // Within a page the service may put entries in any order (Azurite: prefixes first).
-            out.push(...order.push(served.slice(at, at + size).reverse()));
-            at += size;
-          }
-          out.push(...order.end());
-          expect(out).toEqual([...names].sort(compareUtf8));
-        },
-      ),
-      { numRuns: 300 },
-    );
-    // Names without astral characters pass at once.
-    expect(new Utf8Order<string>(0, (s) => s).push(['b', 'a'])).toEqual(['a', 'b']);
-    // An astral name waits while later names could still sort before it...
-    const held = new Utf8Order<string>(0, (s) => s);
-    expect(held.push(['a', '\u{1F600}x'])).toEqual(['a']);
-    expect(held.push(['\u{1F600}y', '\uff61'])).toEqual(['\uff61']);
-    expect(held.end()).toEqual(['\u{1F600}x', '\u{1F600}y']);
-    // ...and goes once the service listed past every name sharing what comes before it.
-    const released = new Utf8Order<string>(0, (s) => s);
-    expect(released.push(['k\u{1F600}a'])).toEqual([]);
-    expect(released.push(['m'])).toEqual(['k\u{1F600}a', 'm']);
   });
 });
 

@@ -1,51 +1,35 @@
 /**
- * {@link AzureStore}: the `az://container/key` driver over `@azure/storage-blob`.
+ * {@link AzureStore}: the `az://container/key` driver over `@azure/storage-blob`, a translation
+ * of the twelve primitives into Blob service calls (everything else is the base's). The SDK loads
+ * on first use (sdk.ts); reads signed with an account key go lean (lean.ts). Listings reach the
+ * base in UTF-8 byte order whatever the service's (src/listing-order.ts).
  *
- * A thin translation of the twelve primitives into Blob service calls; everything else (folders,
- * walk, fetch and the cache, offline mode, commits, managed stages) is the base's. Choices:
- *
- * - The SDK loads on first use (sdk.ts); reads signed with an account key go lean (lean.ts).
- * - The cache's version is the ETag. Azure's ETag is a write marker, not a content digest: a
- *   server-side copy gets a new one, and Set Blob Properties changes a version's ETag without a
- *   new version. So version records (`_history`) carry no ETag, and commits identify a file by
- *   version ID and size alone (a recorded ETag would fail branch completion and pinned reads
- *   after a properties change). Content-MD5 is not exposed: block-list blobs have none.
- * - **Versions fail closed.** Azurite (and an account without blob versioning) writes blobs with
- *   no version ID and serves the current blob for any `versionid`. Rather than trust a probe,
- *   every answer is checked: a version read must come back with `x-ms-version-id` equal to the ID
- *   asked for, a version listing must give every blob a version ID, `_versionOf` needs one on
- *   HEAD — else {@link NotSupported}. No write is needed (read-only credentials can read pins),
- *   and no store can pass a current blob off as a version. A deleted blob is one whose versions
- *   have none current: `_history` gives it a delete marker (`size: null`, current).
- * - Listings come in UTF-8 byte order whatever the service's (order.ts).
- * - `_create` is Put Blob with `If-None-Match: *` (409 and 412 both Exists), which Azure, Azurite
- *   and the versions server all honour: the create mode is `atomic`.
- * - Large puts are staged blocks (blocks.ts) on the one upload engine.
+ * The version is the ETag, a write marker and no digest (a copy gets a new one; Set Blob
+ * Properties changes it without a new version), so `_history` records carry none and commits name
+ * a file by version ID and size. **Versions fail closed**: Azurite, and an account without blob
+ * versioning, write blobs with no version ID and serve the current blob for any `versionid`; so
+ * every answer is checked (a version read must echo the ID asked for, a version listing must give
+ * every blob one, `_versionOf` needs one on HEAD), else `NotSupported`. `_create` is Put Blob with
+ * `If-None-Match: *` (409 and 412 both Exists): `atomic`.
  *
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { addAbortSignal, type Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type { BlobItem, BlobServiceClient, BlockBlobClient, Pipeline } from '@azure/storage-blob';
 import type * as D from '../../src/driver.js';
-import {
-  isAbort,
-  NotFound,
-  NotSupported,
-  PreconditionFailed,
-  SourceError,
-  StoreError,
-} from '../../src/errors.js';
+import * as E from '../../src/errors.js';
+import { checkByteRange, exactBytes } from '../../src/exact-bytes.js';
+import { inUtf8Order, utf8Pages } from '../../src/listing-order.js';
 import { ObjectStore } from '../../src/object-store.js';
-import { RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS, sleep } from '../../src/retry.js';
+import { RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS } from '../../src/retry.js';
+import { sendSized } from '../../src/sized-body.js';
 import { AzureBlocks } from './blocks.js';
 import { type AzureConfig, type AzureStoreOptions, resolveAzureConfig } from './config.js';
-import { type AzureErrorContext, azUriText, mapAzureError } from './errors.js';
-import { answerInfo, encodeBlobName, type LeanListPage, LeanReads, quoted } from './lean.js';
-import { Utf8Order } from './order.js';
-import { type BlobSdk, defaultCredential, loadBlobSdk } from './sdk.js';
+import { azUriText, type AzureErrorContext as Ctx, mapAzureError } from './errors.js';
+import { type BlobAnswer, blobInfo, encodeBlobName, LeanReads, quoted } from './lean.js';
+import { type BlobSdk, blobSdk, defaultCredential } from './sdk.js';
 
 const azdebug = debuglog('provcat:azure');
 type Opts = D.SignalOptions;
@@ -54,42 +38,25 @@ type Opts = D.SignalOptions;
 export const PROBE_PREFIX = '.provcat/probe/';
 
 /** The ObjectInfo of an SDK answer (ETag quoted, as headers give it). */
-function info(key: string, r: Parameters<typeof answerInfo>[1], size?: number): D.ObjectInfo {
-  const got = answerInfo(key, r, size ?? (r['content-length'] as number | undefined));
-  if (!got) throw new StoreError(`the answer for ${azUriText('?', key)} lacks an ETag or a size`);
-  return got;
+function info(key: string, answer: BlobAnswer): D.ObjectInfo {
+  const got = blobInfo(key, answer);
+  if (got) return got;
+  throw new E.StoreError(`the answer for ${azUriText('?', key)} lacks an ETag or a size`);
 }
-const fields = (r: { etag?: string; contentLength?: number; versionId?: string }) => ({
-  etag: r.etag,
-  'content-length': r.contentLength,
-  'x-ms-version-id': r.versionId,
-});
-
-/** A rejection handler: aborts as they are, anything else through the one error mapping. */
-const mapped = (ctx: AzureErrorContext) => (error: unknown) => {
-  throw isAbort(error) ? error : mapAzureError(error, ctx);
-};
 
 /**
- * The Azure Blob driver (see the module comment). Missing blobs raise {@link NotFound}, refusals
- * `PermissionDenied`, other failures {@link StoreError} with `status` and the SDK's error as
- * `cause`; aborts pass through. Offline, every primitive raises `OfflineMiss` before any request.
+ * The Azure Blob driver (see the module comment). Missing blobs raise `NotFound`, refusals
+ * `PermissionDenied`, other failures `StoreError` with `status` and the SDK's error as `cause`;
+ * aborts pass through. Offline, every primitive raises `OfflineMiss` before any request.
  */
 export class AzureStore extends ObjectStore {
   readonly scheme = 'az';
   readonly driver = 'azure';
-  /**
-   * Versions work on containers of accounts with blob versioning; byte ranges always; a put's
-   * SHA-256 is kept as blob metadata `sha256`, and comes back on HEAD and in listings.
-   */
+  /** Versions on accounts with blob versioning; ranges; a put's SHA-256 as blob metadata. */
   readonly capabilities: D.Capabilities = { versions: true, ranges: true, sha256Metadata: true };
-  /** The blob service URL. */
-  readonly endpoint: string;
   private readonly config: AzureConfig | undefined;
-  private readonly injected: BlobServiceClient | undefined;
-  private built: Promise<BlobServiceClient> | undefined;
+  private service: Promise<BlobServiceClient> | undefined;
   private readonly lean: LeanReads | undefined;
-  private readonly blockLists = new Map<string, AzureBlocks>();
 
   /** Whether reads (Get Blob, List Blobs) go the lean path (lean.ts) rather than the SDK. */
   get leanReads(): boolean {
@@ -99,39 +66,29 @@ export class AzureStore extends ObjectStore {
   /** Throws RangeError for a configuration that names no account. Makes no network call. */
   constructor(options: AzureStoreOptions = {}) {
     super(options);
-    this.injected = options.client;
-    this.config = options.client ? undefined : resolveAzureConfig(options);
-    this.endpoint = this.config?.endpoint ?? (options.client as BlobServiceClient).url;
-    const auth = this.config?.auth;
-    if (auth?.kind === 'key' && this.config?.leanReads) {
+    const { client } = options;
+    this.service = client && Promise.resolve(client);
+    this.config = client ? undefined : resolveAzureConfig(options);
+    const { auth, endpoint = '', leanReads } = this.config ?? {};
+    if (auth?.kind === 'key' && leanReads) {
       const sockets = Math.max(16, this.concurrency);
-      this.lean = new LeanReads(this.endpoint, auth.account, auth.key, sockets, (m) =>
-        this.debug(m),
-      );
+      const debug = (m: string) => this.debug(m);
+      this.lean = new LeanReads(endpoint, auth.account, auth.key, sockets, debug);
     }
   }
 
   /** The service client: the injected one, or one built on first call (no network call). */
   client(): Promise<BlobServiceClient> {
-    if (this.injected) return Promise.resolve(this.injected);
-    this.built ??= this.build().catch((error: unknown) => {
-      this.built = undefined;
+    this.service ??= this.build().catch((error: unknown) => {
+      this.service = undefined;
       throw error;
     });
-    return this.built;
+    return this.service;
   }
 
   private async build(): Promise<BlobServiceClient> {
-    const sdk = await loadBlobSdk();
+    const sdk = await blobSdk.load();
     const { endpoint, auth } = this.config as AzureConfig;
-    const options = {
-      retryOptions: {
-        maxTries: RETRY_ATTEMPTS,
-        retryDelayInMs: RETRY_BASE_MS,
-        maxRetryDelayInMs: RETRY_CAP_MS,
-      },
-      userAgentOptions: { userAgentPrefix: 'provcat' },
-    };
     this.debug(`client: ${endpoint} (${auth.kind})`);
     const credential =
       auth.kind === 'key'
@@ -140,7 +97,11 @@ export class AzureStore extends ObjectStore {
           ? (auth.credential ?? (await defaultCredential()))
           : undefined;
     const url = auth.kind === 'sas' ? `${endpoint}?${auth.sas}` : endpoint;
-    return new sdk.BlobServiceClient(url, credential, options);
+    const retryOptions = { maxTries: RETRY_ATTEMPTS, retryDelayInMs: RETRY_BASE_MS };
+    return new sdk.BlobServiceClient(url, credential, {
+      retryOptions: { ...retryOptions, maxRetryDelayInMs: RETRY_CAP_MS },
+      userAgentOptions: { userAgentPrefix: 'provcat' },
+    });
   }
 
   /** Release the lean path's sockets (an injected client is the caller's). */
@@ -154,17 +115,26 @@ export class AzureStore extends ObjectStore {
   }
 
   /** One SDK interaction: offline guard, client, the error mapping (aborts untouched). */
-  private async call<T>(
-    ctx: AzureErrorContext,
-    fn: (service: BlobServiceClient, sdk: BlobSdk) => Promise<T>,
-  ): Promise<T> {
+  private async call<T>(ctx: Ctx, fn: (s: BlobServiceClient, sdk: BlobSdk) => Promise<T>) {
     this.requireOnline(ctx.op, azUriText(ctx.container, ctx.key));
-    const [service, sdk] = await Promise.all([this.client(), loadBlobSdk()]);
+    const [service, sdk] = await Promise.all([this.client(), blobSdk.load()]);
+    return fn(service, sdk).catch((error: unknown) => {
+      throw E.isAbort(error) ? error : mapAzureError(error, ctx);
+    });
+  }
+
+  /** {@link call} on one blob's client. */
+  private onBlob<T>(c: string, key: string, op: string, fn: (b: BlockBlobClient) => Promise<T>) {
+    return this.call({ container: c, key, op }, async (s, sdk) => fn(this.blob(s, sdk, c, key)));
+  }
+
+  /** The items of an SDK listing, errors mapped; a missing container lists nothing. */
+  private async *listing<T>(ctx: Ctx, items: (s: BlobServiceClient) => AsyncIterable<T>) {
     try {
-      return await fn(service, sdk);
+      yield* items(await this.call(ctx, async (s) => s));
     } catch (error) {
-      if (isAbort(error)) throw error;
-      throw mapAzureError(error, ctx);
+      const mappedError = E.isAbort(error) ? error : mapAzureError(error, ctx);
+      if (!(mappedError instanceof E.NotFound)) throw mappedError;
     }
   }
 
@@ -177,103 +147,79 @@ export class AzureStore extends ObjectStore {
     const url = new URL(container.url);
     url.pathname = `${url.pathname}/${encodeBlobName(key)}`;
     // The container's pipeline (credential, retries) is protected in the SDK's types only.
-    return new sdk.BlockBlobClient(
-      url.toString(),
-      (container as unknown as { pipeline: Pipeline }).pipeline,
-    );
+    const { pipeline } = container as unknown as { pipeline: Pipeline };
+    return new sdk.BlockBlobClient(url.toString(), pipeline);
   }
 
+  /** NotSupported: the container keeps no versions, `why`. */
+  private unversioned(op: string, c: string, key: string | undefined, why: string) {
+    const uri = azUriText(c, key);
+    const need = 'pins, commits and branches need blob versioning on the storage account';
+    const message = `${op} ${uri}: the container keeps no versions (${why}); ${need}`;
+    return new E.NotSupported(`${message} (Azurite has none)`, { uri });
+  }
+
+  /** {@link unversioned}: asked for version `id`, answered with `got`. */
   private notThat(op: string, c: string, key: string, id: string, got: string | undefined) {
     const why = `asked for version ${id}, the store answered with ${got ?? 'no version ID'}`;
     return this.unversioned(op, c, key, why);
   }
 
-  private unversioned(op: string, c: string, key: string | undefined, why: string): NotSupported {
-    const uri = azUriText(c, key);
-    return new NotSupported(
-      `${op} ${uri}: the container keeps no versions (${why}); pins, commits and branches need ` +
-        'blob versioning on the storage account (Azurite has none)',
-      { uri },
-    );
-  }
-
   // ---- core primitives -----------------------------------------------------------------------
 
-  /** Get Blob Properties: size, the ETag as version. {@link NotFound} when absent. */
+  /** Get Blob Properties: size, the ETag as version. `NotFound` when absent. */
   override async _head(c: string, key: string, o: Opts = {}): Promise<D.ObjectInfo> {
-    return this.call({ container: c, key, op: 'head' }, async (s, sdk) => {
-      const r = await this.blob(s, sdk, c, key).getProperties({ abortSignal: o.signal });
-      return { ...info(key, fields(r)), lastModified: r.lastModified, sha256: r.metadata?.sha256 };
-    });
+    const r = await this.onBlob(c, key, 'head', (b) => b.getProperties({ abortSignal: o.signal }));
+    return info(key, r);
   }
 
-  /**
-   * List Blobs pages (`limit` at most 5,000), flat or one level, following markers, re-ordered
-   * into UTF-8 byte order (order.ts). A missing container yields nothing.
-   */
+  /** List Blobs pages (at most 5,000), flat or one level, in UTF-8 order; none for no container. */
   override async *_pages(c: string, prefix: string, o: D.PagesOptions = {}) {
     this.requireOnline('list', azUriText(c, prefix));
     const limit = Math.min(5000, Math.max(1, Math.floor(o.limit ?? 5000)));
-    type Entry = { name: string; info?: D.ObjectInfo };
-    const order = new Utf8Order<Entry>(prefix.length, (e) => e.name);
-    let marker: string | undefined;
-    for (;;) {
-      let page: LeanListPage;
-      try {
-        page = await this.listPage(c, prefix, o.delimiter, marker, limit, o.signal);
-      } catch (error) {
-        if (marker === undefined && error instanceof NotFound) return;
-        throw error;
+    const self = this;
+    async function* pages() {
+      for (let marker: string | undefined, first = true; first || marker; first = false) {
+        const page = await self.listPage(c, prefix, { ...o, marker, limit }).catch((e) => {
+          if (first && e instanceof E.NotFound) return undefined;
+          throw e;
+        });
+        if (!page) return;
+        yield page;
+        marker = page.next;
       }
-      const entries: Entry[] = page.prefixes.map((name) => ({ name }));
-      for (const blob of page.blobs) entries.push({ name: blob.key, info: blob });
-      const ready = order.push(entries);
-      if (page.next === undefined) ready.push(...order.end());
-      for (let i = 0; i < ready.length; i += limit) {
-        const chunk = ready.slice(i, i + limit);
-        yield {
-          prefixes: chunk.flatMap((e) => (e.info ? [] : [e.name])),
-          objects: chunk.flatMap((e) => (e.info ? [e.info] : [])),
-        };
-      }
-      if (page.next === undefined) return;
-      marker = page.next;
     }
+    yield* utf8Pages(pages(), prefix.length, limit);
   }
 
-  private async listPage(
-    c: string,
-    prefix: string,
-    delimiter: string | undefined,
-    marker: string | undefined,
-    limit: number,
-    signal: AbortSignal | undefined,
-  ): Promise<LeanListPage> {
-    const lean = await this.lean?.list(c, { prefix, delimiter, marker, limit, signal });
-    if (lean) return lean;
-    return this.call({ container: c, key: prefix, op: 'list' }, async (s) => {
-      const container = s.getContainerClient(c);
-      const options = { prefix: prefix || undefined, includeMetadata: true, abortSignal: signal };
-      const pages = delimiter
-        ? container.listBlobsByHierarchy(delimiter, options)
-        : container.listBlobsFlat(options);
-      const r = (await pages.byPage({ continuationToken: marker, maxPageSize: limit }).next())
-        .value;
-      const segment = r.segment as { blobItems: BlobItem[]; blobPrefixes?: { name: string }[] };
-      const blobs = segment.blobItems.map((b) => ({
-        ...info(b.name, fields(b.properties)),
-        lastModified: b.properties.lastModified,
-        sha256: b.metadata?.sha256,
-      }));
-      const prefixes = (segment.blobPrefixes ?? []).map((x) => x.name);
-      return { prefixes, blobs, next: r.continuationToken || undefined };
-    });
+  private async listPage(c: string, prefix: string, o: D.PagesOptions & { marker?: string }) {
+    const lean = await this.lean?.list(c, prefix, o);
+    return (
+      lean ??
+      this.call({ container: c, key: prefix, op: 'list' }, async (s) => {
+        const container = s.getContainerClient(c);
+        const opts = { prefix: prefix || undefined, includeMetadata: true, abortSignal: o.signal };
+        const pages = o.delimiter
+          ? container.listBlobsByHierarchy(o.delimiter, opts)
+          : container.listBlobsFlat(opts);
+        const page = { continuationToken: o.marker, maxPageSize: o.limit };
+        const r = (await pages.byPage(page).next()).value;
+        const segment = r.segment as { blobItems: BlobItem[]; blobPrefixes?: { name: string }[] };
+        return {
+          prefixes: (segment.blobPrefixes ?? []).map((x) => x.name),
+          objects: segment.blobItems.map((b) =>
+            info(b.name, { ...b.properties, metadata: b.metadata }),
+          ),
+          next: (r.continuationToken as string) || undefined,
+        };
+      })
+    );
   }
 
   /**
-   * Get Blob, streamed (or read whole up to `wholeUpTo` bytes on the lean path). With a range,
-   * one request with `x-ms-range`; the Content-Range sent is returned as is. A body that ends
-   * short or whose connection drops fails with a {@link StoreError}. {@link NotFound} when absent.
+   * Get Blob, streamed (or read whole up to `wholeUpTo` bytes on the lean path); a range is one
+   * request with `x-ms-range`, its Content-Range returned as is. A body that ends short or whose
+   * connection drops fails with a `StoreError`. `NotFound` when absent.
    */
   override async _get(c: string, key: string, o: D.GetOptions = {}): Promise<D.GetResult> {
     return this.getBlob(c, key, undefined, o, 'get');
@@ -282,163 +228,106 @@ export class AzureStore extends ObjectStore {
   private async getBlob(
     c: string,
     key: string,
-    versionId: string | undefined,
+    id: string | undefined,
     o: D.GetOptions,
     op: string,
-  ): Promise<D.GetResult> {
+  ) {
     const { range, signal } = o;
-    if (
-      range &&
-      !(range.start >= 0 && range.end > range.start && Number.isSafeInteger(range.end))
-    ) {
-      throw new RangeError(`bad byte range [${range.start}, ${range.end})`);
-    }
+    checkByteRange(range);
     const uri = azUriText(c, key);
     this.requireOnline(op, uri);
     const check = (r: D.GetResult): D.GetResult => {
-      if (versionId === undefined || r.info.versionId === versionId) return r;
+      if (id === undefined || r.info.versionId === id) return r;
       if (r.bytes) r.release?.();
       else r.body.destroy();
-      throw this.notThat(op, c, key, versionId, r.info.versionId);
+      throw this.notThat(op, c, key, id, r.info.versionId);
     };
-    const lean = await this.lean
-      ?.get(c, key, { versionId, range, wholeUpTo: o.wholeUpTo, signal })
-      .catch(mapped({ container: c, key, op }));
-    if (lean === 404) throw new NotFound(`${op} ${uri}: not found (HTTP 404)`, { uri });
+    const lean = await this.lean?.get(c, key, { ...o, versionId: id });
+    if (lean === 404) throw new E.NotFound(`${op} ${uri}: not found (HTTP 404)`, { uri });
     if (lean) return check(lean);
-    return this.call({ container: c, key, op }, async (s, sdk) => {
-      const blob = this.blob(s, sdk, c, key);
+    return this.onBlob(c, key, op, async (blob) => {
       const count = range && range.end - range.start;
-      const r = await (versionId ? blob.withVersion(versionId) : blob).download(
-        range?.start ?? 0,
-        count,
-        { abortSignal: signal },
-      );
-      const source = r.readableStreamBody as Readable | undefined;
-      const length = r.contentLength as number;
-      if (!source) throw new StoreError(`${op} ${uri}: the answer has no body`, { uri });
-      const got = info(key, { ...fields(r), 'content-range': r.contentRange });
-      got.lastModified = r.lastModified;
+      const from = id ? blob.withVersion(id) : blob;
+      const r = await from.download(range?.start ?? 0, count, { abortSignal: signal });
+      const source = r.readableStreamBody as Readable;
+      const contentLength = r.contentLength as number;
       // The SDK reports a dropped connection as an AbortError: only the caller's is one.
-      const body = exact(source, length, signal, (why, cause) =>
-        signal?.aborted && cause ? cause : new StoreError(`${op} ${uri}: ${why}`, { uri, cause }),
-      );
-      return check({ body, info: got, contentLength: length, contentRange: r.contentRange });
+      async function* exact() {
+        try {
+          yield* exactBytes(source, contentLength);
+        } catch (cause) {
+          if (signal?.aborted) throw cause;
+          throw new E.StoreError(`${op} ${uri}: ${(cause as Error).message}`, { uri, cause });
+        }
+      }
+      const body = Readable.from(exact(), { objectMode: false, signal });
+      return check({ body, info: info(key, r), contentLength, contentRange: r.contentRange });
     });
   }
 
   /**
    * Write one blob: one Put Blob up to `multipartThreshold` (or a stream that ends within one
    * part), else staged blocks on the upload engine (blocks.ts). A source that is not exactly its
-   * declared size fails with {@link SourceError}; nothing is written then.
+   * declared size fails with `SourceError`; nothing is written then.
    */
   override async _put(c: string, key: string, src: D.PutSource, o: D.PutOptions = {}) {
     if (src instanceof Uint8Array && o.size !== undefined && o.size !== src.length) {
       throw new RangeError(`size ${o.size} given for ${src.length} bytes`);
     }
     this.requireOnline('put', azUriText(c, key));
-    return this.putInParts(c, key, src, o, (one, p) =>
-      this.putBlob(c, key, one, p.size as number, p, 'put'),
-    );
+    return this.putInParts(c, key, src, o, (one, p) => this.putBlob(c, key, one, p, 'put'));
   }
 
-  private async putBlob(
-    c: string,
-    key: string,
-    src: D.PutSource,
-    size: number,
-    o: D.PutOptions,
-    op: 'put' | 'create',
-  ): Promise<D.ObjectInfo> {
-    // A failing source must also end the request: the service would wait for the missing bytes.
-    const request = new AbortController();
-    const onAbort = () => request.abort(o.signal?.reason);
-    if (o.signal?.aborted) onAbort();
-    o.signal?.addEventListener('abort', onAbort, { once: true });
-    let failed: unknown;
-    const checked = (input: Readable) => {
-      const out = exact(input, size, o.signal, (why, cause) => {
-        failed ??= new SourceError(`the source ${why}`, { cause });
-        request.abort(failed);
-        return failed as Error;
-      });
-      // The request reads `out` with pipe(), which leaves its errors to us: they are `failed`.
-      return out.on('error', (error) => {
-        failed ??= error;
-      });
-    };
-    let sent = false;
-    const once = (input: Readable) => () => {
-      if (sent) throw new SourceError('a stream source cannot be sent twice');
-      sent = true;
-      return checked(input);
-    };
-    const body =
-      src instanceof Uint8Array
-        ? Buffer.from(src.buffer, src.byteOffset, src.byteLength)
-        : typeof src === 'string'
-          ? () => checked(createReadStream(src))
-          : once(src);
-    try {
-      return await this.call({ container: c, key, op }, async (s, sdk) => {
-        const r = await this.blob(s, sdk, c, key).upload(body, size, {
+  private putBlob(c: string, key: string, src: D.PutSource, o: D.PutOptions, op: string) {
+    const size = o.size as number;
+    return sendSized(src, size, o.signal, async (body, abortSignal) => {
+      const r = await this.onBlob(c, key, op, (b) =>
+        b.upload(body, size, {
           blobHTTPHeaders: { blobContentType: o.contentType },
           conditions: op === 'create' ? { ifNoneMatch: '*' } : undefined,
           metadata: o.sha256 ? { sha256: o.sha256 } : undefined,
-          abortSignal: request.signal,
+          abortSignal,
           onProgress: (p) => o.onProgress?.(p.loadedBytes),
-        });
-        return info(key, fields(r), size);
-      });
-    } catch (error) {
-      if (failed !== undefined && !o.signal?.aborted) throw failed;
-      throw error;
-    } finally {
-      o.signal?.removeEventListener('abort', onAbort);
-    }
+        }),
+      );
+      return info(key, { ...r, contentLength: size });
+    });
   }
 
-  /** Delete Blob (on a versioned account the versions stay); {@link NotFound} when absent. */
+  /** Delete Blob (on a versioned account the versions stay); `NotFound` when absent. */
   override async _delete(c: string, key: string, o: Opts = {}): Promise<void> {
-    await this.call({ container: c, key, op: 'delete' }, (s, sdk) =>
-      this.blob(s, sdk, c, key).delete({ abortSignal: o.signal }),
-    );
+    await this.onBlob(c, key, 'delete', (b) => b.delete({ abortSignal: o.signal }));
   }
 
   /**
-   * Delete only if still `version` (Delete Blob with `If-Match`: {@link PreconditionFailed} when
-   * it moved). With `versionId`, exactly that version goes, after its ETag was compared.
+   * Delete only if still `version` (Delete Blob with `If-Match`: `PreconditionFailed` when it
+   * moved). With `versionId`, exactly that version goes, after its ETag was compared.
    */
   override async _deleteIf(c: string, key: string, o: D.DeleteIfOptions): Promise<void> {
-    const { versionId, signal } = o;
+    const { versionId: id, signal: abortSignal } = o;
     const version = quoted(o.version);
-    if (versionId !== undefined) {
-      const head = await this._headVersion(c, key, versionId, o);
-      if (head.version !== version) {
-        const uri = azUriText(c, key);
-        throw new PreconditionFailed(`delete ${uri}: it is ${head.version}, not ${version}`, {
-          uri,
-        });
-      }
-    }
-    try {
-      await this.call({ container: c, key, op: 'delete' }, (s, sdk) => {
-        const blob = this.blob(s, sdk, c, key);
-        return versionId === undefined
-          ? blob.delete({ conditions: { ifMatch: version }, abortSignal: signal })
-          : blob.withVersion(versionId).delete({ abortSignal: signal });
+    const head = id === undefined ? undefined : await this._headVersion(c, key, id, o);
+    if (head && head.version !== version) {
+      const uri = azUriText(c, key);
+      throw new E.PreconditionFailed(`delete ${uri}: it is ${head.version}, not ${version}`, {
+        uri,
       });
-    } catch (error) {
-      // Azurite answers a missing blob's conditional delete with 412: NotFound if it is gone.
-      if (error instanceof PreconditionFailed) await this._head(c, key, o);
-      throw error;
     }
+    await this.onBlob(c, key, 'delete', (b) =>
+      id
+        ? b.withVersion(id).delete({ abortSignal })
+        : b.delete({ conditions: { ifMatch: version }, abortSignal }),
+    ).catch(async (error: unknown) => {
+      // Azurite answers a missing blob's conditional delete with 412: NotFound if it is gone.
+      if (error instanceof E.PreconditionFailed) await this._head(c, key, o);
+      throw error;
+    });
   }
 
   /**
    * A read-only SAS URL of one blob valid for `expiresIn` seconds: a service SAS signed with the
-   * account key, or a user-delegation SAS with a token credential. A connection string's own SAS
-   * is never handed out: {@link NotSupported}.
+   * account key, or a user-delegation SAS with a token credential; `NotSupported` otherwise (a
+   * connection string's own SAS is never handed out).
    */
   override async _presign(c: string, key: string, o: D.PresignPrimitiveOptions) {
     return this.call({ container: c, key, op: 'presign' }, async (s, sdk) => {
@@ -449,7 +338,7 @@ export class AzureStore extends ObjectStore {
         return blob.generateSasUrl({ permissions, expiresOn });
       }
       if (s.credential instanceof sdk.AnonymousCredential) {
-        throw new NotSupported(`presign ${azUriText(c, key)}: needs an account key or a login`);
+        throw new E.NotSupported(`presign ${azUriText(c, key)}: needs an account key or a login`);
       }
       const startsOn = new Date(Date.now() - 5 * 60_000);
       const delegation = await s.getUserDelegationKey(startsOn, expiresOn);
@@ -464,35 +353,26 @@ export class AzureStore extends ObjectStore {
 
   /** Create a container (idempotent); with `versioning`, check the account keeps versions. */
   override async makeBucket(c: string, o: { versioning?: boolean } & Opts = {}): Promise<void> {
-    await this.call({ container: c, op: 'makeBucket' }, async (s) => {
-      await s
-        .getContainerClient(c)
-        .create({ abortSignal: o.signal })
-        .catch((error: { code?: string }) => {
-          if (error.code !== 'ContainerAlreadyExists') throw error;
-        });
-    });
+    await this.call({ container: c, op: 'makeBucket' }, (s) =>
+      s.getContainerClient(c).createIfNotExists({ abortSignal: o.signal }),
+    );
     if (!o.versioning) return;
     const key = `${PROBE_PREFIX}${randomUUID()}`;
-    const probe = await this._put(c, key, Buffer.from('provcat versioning probe\n'));
-    await this.call({ container: c, key, op: 'probe cleanup' }, async (s, sdk) => {
-      const blob = this.blob(s, sdk, c, key);
-      await blob.delete();
-      if (probe.versionId) await blob.withVersion(probe.versionId).delete();
+    const { versionId } = await this._put(c, key, Buffer.from('provcat versioning probe\n'));
+    await this.onBlob(c, key, 'probe cleanup', async (b) => {
+      await b.delete();
+      if (versionId) await b.withVersion(versionId).delete();
     });
-    if (!probe.versionId) {
-      throw this.unversioned(
-        'makeBucket',
-        c,
-        undefined,
-        'a write came back without x-ms-version-id; the container was made, but versioning is an account setting: `az storage account blob-service-properties update --enable-versioning true`',
-      );
-    }
+    if (versionId) return;
+    const why =
+      'a write came back without x-ms-version-id; the container was made, but versioning is an ' +
+      'account setting: `az storage account blob-service-properties update --enable-versioning true`';
+    throw this.unversioned('makeBucket', c, undefined, why);
   }
 
   // ---- version primitives --------------------------------------------------------------------
 
-  /** The version ID of the current blob (HEAD); {@link NotSupported} when the store sends none. */
+  /** The version ID of the current blob (HEAD); `NotSupported` when the store sends none. */
   override async _versionOf(c: string, key: string, o: Opts = {}): Promise<string> {
     const { versionId } = await this._head(c, key, o);
     if (versionId) return versionId;
@@ -500,73 +380,58 @@ export class AzureStore extends ObjectStore {
   }
 
   /**
-   * List Blobs with `include=versions`, every page: per blob its versions newest first, after a
-   * delete marker when none is current; blobs in UTF-8 order. {@link NotSupported} for a blob
-   * listed without a version ID. A missing container yields nothing.
+   * List Blobs with `include=versions`: per blob its versions newest first, after a delete marker
+   * when none is current; blobs in UTF-8 order. `NotSupported` for a blob listed without a
+   * version ID. A missing container yields nothing.
    */
-  override async *_history(c: string, prefix: string, o: Opts = {}) {
-    this.requireOnline('history', azUriText(c, prefix));
-    const order = new Utf8Order<D.VersionRecord[]>(prefix.length, (g) => g[0]?.key ?? '');
-    const pages = (await this.client())
-      .getContainerClient(c)
-      .listBlobsFlat({ prefix: prefix || undefined, includeVersions: true, abortSignal: o.signal })
-      .byPage({ maxPageSize: 5000 });
-    let open: D.VersionRecord[] = [];
-    const close = (): D.VersionRecord[][] => {
-      const group = open.reverse();
-      open = [];
-      const newest = group[0];
-      if (newest && !group.some((v) => v.current)) {
-        group.unshift({
-          key: newest.key,
-          versionId: `deleted:${newest.versionId}`,
-          size: null,
-          current: true,
-        });
+  override async *_history(
+    c: string,
+    prefix: string,
+    o: Opts = {},
+  ): AsyncIterable<D.VersionRecord> {
+    const options = { prefix: prefix || undefined, includeVersions: true, abortSignal: o.signal };
+    const ctx = { container: c, key: prefix, op: 'history' };
+    const pages = this.listing(ctx, (s) =>
+      s.getContainerClient(c).listBlobsFlat(options).byPage({ maxPageSize: 5000 }),
+    );
+    const self = this;
+    // Per page, the blobs whose versions all came (a blob's are listed oldest first).
+    async function* blobs(): AsyncIterable<D.VersionRecord[][]> {
+      const open: D.VersionRecord[] = [];
+      for await (const page of pages) {
+        const done: D.VersionRecord[][] = [];
+        for (const { name: key, versionId, properties: p, isCurrentVersion } of page.segment
+          .blobItems) {
+          if (!versionId)
+            throw self.unversioned('history', c, key, 'a blob is listed without a version ID');
+          if (open[0] && open[0].key !== key) done.push(open.splice(0));
+          const current = isCurrentVersion === true;
+          const size = p.contentLength ?? 0;
+          open.push({ key, versionId, size, current, lastModified: p.lastModified });
+        }
+        yield done;
       }
-      return newest ? [group] : [];
-    };
-    for (;;) {
-      const r = await pages
-        .next()
-        .catch(mapped({ container: c, key: prefix, op: 'history' }))
-        .catch((error: unknown) => {
-          if (error instanceof NotFound) return { done: true as const, value: undefined };
-          throw error;
-        });
-      if (r.done) break;
-      const groups: D.VersionRecord[][] = [];
-      for (const b of r.value.segment.blobItems) {
-        if (!b.versionId)
-          throw this.unversioned('history', c, b.name, 'a blob is listed without a version ID');
-        if (open[0] !== undefined && open[0].key !== b.name) groups.push(...close());
-        const size = b.properties.contentLength ?? 0;
-        const current = b.isCurrentVersion === true;
-        open.push({
-          key: b.name,
-          versionId: b.versionId,
-          size,
-          current,
-          lastModified: b.properties.lastModified,
-        });
-      }
-      for (const g of order.push(groups)) yield* g;
+      yield [open];
     }
-    for (const g of [...order.push(close()), ...order.end()]) yield* g;
+    for await (const ready of inUtf8Order(blobs(), prefix.length, (g) => g[0]?.key ?? '')) {
+      for (const versions of ready.map((v) => v.reverse())) {
+        const [newest] = versions;
+        if (newest && !versions.some((v) => v.current)) {
+          const versionId = `deleted:${newest.versionId}`;
+          yield { key: newest.key, versionId, size: null, current: true };
+        }
+        yield* versions;
+      }
+    }
   }
 
-  /** Get Blob Properties of one version; {@link NotSupported} when the answer is not that version. */
+  /** Get Blob Properties of one version; `NotSupported` when the answer is not that version. */
   override async _headVersion(c: string, key: string, id: string, o: Opts = {}) {
-    const head = await this.call({ container: c, key, op: 'headVersion' }, async (s, sdk) =>
-      info(
-        key,
-        fields(
-          await this.blob(s, sdk, c, key).withVersion(id).getProperties({ abortSignal: o.signal }),
-        ),
-      ),
+    const r = await this.onBlob(c, key, 'headVersion', (b) =>
+      b.withVersion(id).getProperties({ abortSignal: o.signal }),
     );
-    if (head.versionId === id) return head;
-    throw this.notThat('headVersion', c, key, id, head.versionId);
+    if (r.versionId === id) return info(key, r);
+    throw this.notThat('headVersion', c, key, id, r.versionId);
   }
 
   /** Get Blob of one version (optionally a range); checked as {@link _headVersion} is. */
@@ -576,13 +441,12 @@ export class AzureStore extends ObjectStore {
 
   /** Put Blob with `If-None-Match: *`: `Exists` (409 or 412) when a current blob has the key. */
   override async _create(c: string, key: string, body: Uint8Array, o: Opts = {}) {
-    return this.putBlob(c, key, body, body.length, o, 'create');
+    return this.putBlob(c, key, body, { ...o, size: body.length }, 'create');
   }
 
   /**
-   * Copy Blob of the current blob or one version (`?versionid=` source) to `toKey`, conditional
-   * on the source's ETag (a source replaced meanwhile fails the copy, {@link PreconditionFailed});
-   * a pending copy is waited for.
+   * Copy Blob of the current blob or one version to `toKey`, conditional on the source's ETag (a
+   * source replaced meanwhile is `PreconditionFailed`); a pending copy is waited for.
    */
   override async _copy(
     c: string,
@@ -594,21 +458,11 @@ export class AzureStore extends ObjectStore {
     const source = id ? await this._headVersion(c, key, id, o) : await this._head(c, key, o);
     return this.call({ container: c, key, op: id ? 'copyVersion' : 'copy' }, async (s, sdk) => {
       const from = this.blob(s, sdk, c, key);
-      const to = this.blob(s, sdk, c, toKey);
-      const poller = await to.beginCopyFromURL((id ? from.withVersion(id) : from).url, {
-        sourceConditions: { ifMatch: source.etag },
-        abortSignal: o.signal,
-      });
-      let r: { copyStatus?: string; etag?: string; versionId?: string } =
-        await poller.pollUntilDone();
-      for (let attempt = 1; r.copyStatus === 'pending'; attempt++) {
-        await sleep(Math.min(5000, 100 * 2 ** attempt), o.signal);
-        r = await to.getProperties({ abortSignal: o.signal });
-      }
-      if (r.copyStatus !== undefined && r.copyStatus !== 'success') {
-        throw new StoreError(`copy ${azUriText(c, key)} to ${toKey}: ${r.copyStatus}`);
-      }
-      return info(toKey, fields(r), source.size);
+      const poller = await this.blob(s, sdk, c, toKey).beginCopyFromURL(
+        (id ? from.withVersion(id) : from).url,
+        { sourceConditions: { ifMatch: source.etag }, abortSignal: o.signal, intervalInMs: 250 },
+      );
+      return info(toKey, { ...(await poller.pollUntilDone()), contentLength: source.size });
     });
   }
 
@@ -619,67 +473,24 @@ export class AzureStore extends ObjectStore {
 
   /** Staged blocks in container `c` (blocks.ts), for large puts and managed uploads. */
   override partProtocol(c: string): AzureBlocks {
-    let blocks = this.blockLists.get(c);
-    if (!blocks) {
-      const blob = async (key: string, op: string) => {
-        this.requireOnline(op, azUriText(c, key));
-        const [s, sdk] = await Promise.all([this.client(), loadBlobSdk()]);
-        return this.blob(s, sdk, c, key);
-      };
-      blocks = new AzureBlocks(
-        { blob, uncommitted: (p, signal) => this.uncommitted(c, p, signal) },
-        c,
-      );
-      this.blockLists.set(c, blocks);
-    }
-    return blocks;
+    return new AzureBlocks(c, {
+      onBlob: (key, op, fn) => this.onBlob(c, key, op, fn),
+      uncommitted: (prefix, signal) => this.uncommitted(c, prefix, signal),
+    });
   }
 
   /** Blobs with uncommitted blocks only: listed with `include=uncommittedblobs`, size 0, no HEAD. */
   private async *uncommitted(c: string, prefix: string, signal?: AbortSignal) {
-    const s = await this.call({ container: c, key: prefix, op: 'listUploads' }, async (x) => x);
-    const blobs = s
-      .getContainerClient(c)
-      .listBlobsFlat({ prefix, includeUncommitedBlobs: true, abortSignal: signal });
-    try {
-      for await (const b of blobs) {
-        if (b.properties.contentLength !== 0) continue;
-        const head = await this._head(c, b.name, { signal }).catch((e: unknown) => e);
-        if (head instanceof NotFound)
-          yield { key: b.name, lastModified: b.properties.lastModified };
-        else if (head instanceof Error) throw head;
-      }
-    } catch (error) {
-      mapped({ container: c, key: prefix, op: 'listUploads' })(error);
+    const options = { prefix, includeUncommitedBlobs: true, abortSignal: signal };
+    const ctx = { container: c, key: prefix, op: 'listUploads' };
+    for await (const b of this.listing(ctx, (s) =>
+      s.getContainerClient(c).listBlobsFlat(options),
+    )) {
+      if (b.properties.contentLength !== 0) continue;
+      const head = await this._head(c, b.name, { signal }).catch((e: unknown) => e);
+      const initiated = b.properties.lastModified;
+      if (head instanceof E.NotFound) yield { key: b.name, upload: '', initiated };
+      else if (head instanceof Error) throw head;
     }
   }
-}
-
-/**
- * `input` passed through, checked to be exactly `size` bytes: a longer or shorter body, or a
- * failing input, destroys the result with `fail(why, cause)`.
- */
-function exact(
-  input: Readable,
-  size: number,
-  signal: AbortSignal | undefined,
-  fail: (why: string, cause?: Error) => Error,
-): Readable {
-  let seen = 0;
-  const out = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      seen += chunk.length;
-      done(seen > size ? fail(`is longer than its ${size} bytes`) : null, chunk);
-    },
-    flush(done) {
-      done(seen === size ? null : fail(`ended after ${seen} of its ${size} bytes`));
-    },
-  });
-  input.on('error', (e) =>
-    out.destroy(fail(`failed after ${seen} of ${size} bytes: ${e.message}`, e)),
-  );
-  out.on('close', () => input.destroy());
-  input.pipe(out);
-  if (signal) addAbortSignal(signal, out);
-  return out;
 }

@@ -1,18 +1,17 @@
 /**
  * Configuration of the Azure driver: the options an {@link AzureStore} takes and how they combine
  * with the environment, in one pure function ({@link resolveAzureConfig}) tested without a server.
- *
- * Azure's own conventions first: `AZURE_STORAGE_CONNECTION_STRING` (as the Azure CLI and SDK
- * samples read it, `UseDevelopmentStorage=true` included), else `AZURE_STORAGE_ACCOUNT` with
- * `AZURE_STORAGE_KEY`, else that account with `DefaultAzureCredential` (environment, workload and
- * managed identity, Azure CLI login). Azure has no common variable for "the blob endpoint is
- * elsewhere" outside connection strings, so that one is provcat's: `PROVCAT_AZURE_ENDPOINT`
- * (an emulator, a proxy, a sovereign cloud), which wins over a connection string's `BlobEndpoint`.
+ * Azure's own conventions first: `AZURE_STORAGE_CONNECTION_STRING` (`UseDevelopmentStorage=true`
+ * included), else `AZURE_STORAGE_ACCOUNT` with `AZURE_STORAGE_KEY`, else that account with
+ * `DefaultAzureCredential`. Azure has no common variable for "the blob endpoint is elsewhere"
+ * outside connection strings, so that one is provcat's: `PROVCAT_AZURE_ENDPOINT` (an emulator, a
+ * proxy, a sovereign cloud), which wins over a connection string's `BlobEndpoint`.
  *
  * @module
  */
 import type { TokenCredential } from '@azure/identity';
 import type { BlobServiceClient } from '@azure/storage-blob';
+import { envSwitch, envText } from '../../src/env-settings.js';
 import type { StoreOptions } from '../../src/store.js';
 
 /** The storage emulators' development account (public, documented by Microsoft). */
@@ -56,9 +55,6 @@ export interface AzureConfig {
   leanReads: boolean;
 }
 
-const nonEmpty = (v: string | undefined) =>
-  v === undefined || v.trim() === '' ? undefined : v.trim();
-
 /** The `Name=value` pairs of a connection string (names case-insensitive, values kept as is). */
 export function parseConnectionString(text: string): Map<string, string> {
   const out = new Map<string, string>();
@@ -67,13 +63,6 @@ export function parseConnectionString(text: string): Map<string, string> {
     if (eq > 0) out.set(part.slice(0, eq).trim().toLowerCase(), part.slice(eq + 1).trim());
   }
   return out;
-}
-
-function checkedEndpoint(url: string, source: string): string {
-  if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
-    throw new RangeError(`${source} is not an http(s) URL: '${url}'`);
-  }
-  return url.replace(/\/+$/, '');
 }
 
 /**
@@ -85,22 +74,21 @@ export function resolveAzureConfig(
   options: AzureStoreOptions = {},
   env: NodeJS.ProcessEnv = options.env ?? process.env,
 ): AzureConfig {
-  const csText =
-    nonEmpty(options.connectionString) ?? nonEmpty(env.AZURE_STORAGE_CONNECTION_STRING);
+  const csText = envText(options.connectionString) ?? envText(env.AZURE_STORAGE_CONNECTION_STRING);
   const cs = parseConnectionString(csText ?? '');
   const dev = cs.get('usedevelopmentstorage')?.toLowerCase() === 'true';
   const account =
-    nonEmpty(options.account) ??
+    envText(options.account) ??
     (dev ? DEV_ACCOUNT : cs.get('accountname')) ??
-    nonEmpty(env.AZURE_STORAGE_ACCOUNT);
+    envText(env.AZURE_STORAGE_ACCOUNT);
   const key =
-    nonEmpty(options.accountKey) ??
+    envText(options.accountKey) ??
     (dev ? DEV_KEY : cs.get('accountkey')) ??
-    (csText === undefined ? nonEmpty(env.AZURE_STORAGE_KEY) : undefined);
+    (csText === undefined ? envText(env.AZURE_STORAGE_KEY) : undefined);
   const sas = cs.get('sharedaccesssignature');
   const suffix = cs.get('endpointsuffix') ?? 'core.windows.net';
   const protocol = cs.get('defaultendpointsprotocol') ?? 'https';
-  const given = nonEmpty(options.endpoint) ?? nonEmpty(env.PROVCAT_AZURE_ENDPOINT);
+  const given = envText(options.endpoint) ?? envText(env.PROVCAT_AZURE_ENDPOINT);
   const endpoint =
     given ??
     cs.get('blobendpoint') ??
@@ -118,14 +106,10 @@ export function resolveAzureConfig(
       : sas !== undefined
         ? { kind: 'sas', sas: sas.replace(/^\?/, '') }
         : { kind: 'token', credential: options.credential };
-  const leanEnv = nonEmpty(env.PROVCAT_AZURE_LEAN);
-  return {
-    endpoint: checkedEndpoint(
-      endpoint,
-      given === undefined ? 'the blob endpoint' : 'PROVCAT_AZURE_ENDPOINT',
-    ),
-    account,
-    auth,
-    leanReads: options.leanReads ?? !(leanEnv === '0' || leanEnv?.toLowerCase() === 'false'),
-  };
+  if (!URL.canParse(endpoint) || !/^https?:$/.test(new URL(endpoint).protocol)) {
+    const source = given === undefined ? 'the blob endpoint' : 'PROVCAT_AZURE_ENDPOINT';
+    throw new RangeError(`${source} is not an http(s) URL: '${endpoint}'`);
+  }
+  const leanReads = options.leanReads ?? envSwitch(env.PROVCAT_AZURE_LEAN, true);
+  return { endpoint: endpoint.replace(/\/+$/, ''), account, auth, leanReads };
 }

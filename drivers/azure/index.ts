@@ -18,4 +18,3 @@ export {
 } from './config.js';
 export { type AzureErrorContext, azUriText, mapAzureError } from './errors.js';
 export { encodeBlobName, parseBlobList } from './lean.js';
-export { Utf8Order } from './order.js';

@@ -290,6 +290,7 @@ export async function uploadParts(
     const info = await protocol.complete(key, ref, parts, {
       size: summary.size,
       contentType: options.contentType,
+      sha256: options.sha256,
       signal,
     });
     target.debug(
