@@ -25,7 +25,7 @@ import { inUtf8Order, utf8Pages } from '../../src/listing-order.js';
 import { ObjectStore } from '../../src/object-store.js';
 import { RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS } from '../../src/retry.js';
 import { sendSized } from '../../src/sized-body.js';
-import { AzureBlocks } from './blocks.js';
+import { ALL_BLOCKS, AzureBlocks } from './blocks.js';
 import { type AzureConfig, type AzureStoreOptions, resolveAzureConfig } from './config.js';
 import { azUriText, type AzureErrorContext as Ctx, mapAzureError } from './errors.js';
 import { type BlobAnswer, blobInfo, encodeBlobName, LeanReads, quoted } from './lean.js';
@@ -489,7 +489,7 @@ export class AzureStore extends ObjectStore {
       if (b.properties.contentLength !== 0) continue;
       const head = await this._head(c, b.name, { signal }).catch((e: unknown) => e);
       const initiated = b.properties.lastModified;
-      if (head instanceof E.NotFound) yield { key: b.name, upload: '', initiated };
+      if (head instanceof E.NotFound) yield { key: b.name, upload: ALL_BLOCKS, initiated };
       else if (head instanceof Error) throw head;
     }
   }

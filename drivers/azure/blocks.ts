@@ -27,6 +27,12 @@ export interface BlockTarget {
   uncommitted(prefix: string, signal?: AbortSignal): AsyncIterable<D.OpenUpload>;
 }
 
+/**
+ * The reference {@link AzureBlocks.listUploads} gives an open upload: a listing of uncommitted
+ * blobs names no upload token, and {@link AzureBlocks.abort} discards every uncommitted block.
+ */
+export const ALL_BLOCKS = 'uncommitted-blocks';
+
 /** The block ID of part `n` of `upload`. */
 export function blockId(upload: string, n: number): string {
   return Buffer.from(`${upload}-${String(n).padStart(5, '0')}`).toString('base64');
@@ -134,8 +140,8 @@ export class AzureBlocks implements D.PartProtocol {
   }
 
   /**
-   * Blobs under `prefix` holding uncommitted blocks only (List Blobs `include=uncommittedblobs`).
-   * The upload token is not in that listing: `''` stands for it ({@link abort} needs none).
+   * Blobs under `prefix` holding uncommitted blocks only (List Blobs `include=uncommittedblobs`),
+   * each as upload {@link ALL_BLOCKS}.
    */
   listUploads(prefix: string, o: D.SignalOptions = {}): AsyncIterable<D.OpenUpload> {
     return this.target.uncommitted(prefix, o.signal);

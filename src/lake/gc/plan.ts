@@ -178,9 +178,10 @@ async function prepareOut(dir: string): Promise<boolean> {
   return made;
 }
 
-/** The bucket a stage's descriptor names, if it names one. */
+/** The bucket a stage's descriptor names (Azure: its container), if it names one. */
 function bucketOf(stage: PlanStage): string | undefined {
-  const bucket = (stage.descriptor as { bucket?: unknown }).bucket;
+  const d = stage.descriptor as { bucket?: unknown; container?: unknown };
+  const bucket = d.bucket ?? d.container;
   return typeof bucket === 'string' ? bucket : undefined;
 }
 
