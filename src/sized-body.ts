@@ -1,20 +1,22 @@
 /**
- * A put sent as one request whose SDK reads the body as a stream of a declared length.
+ * Bodies of a declared length on the wire, for SDKs that stream them: a put sent as one request,
+ * and a download's body.
  *
  * The rule of every `_put`: a source that is not exactly its declared size fails with
  * `SourceError` and nothing is written (src/exact-bytes.ts counts the bytes). With one request
  * that is not enough: a request of `Content-Length: size` whose body ends short waits for the
  * missing bytes, and SDKs read a stream body with `pipe()`, which leaves the stream's errors to
- * its owner. So here a source that fails or runs short also aborts the request, and its error
- * wins over the request's (the caller's abort excepted). Written once for such SDKs (Azure's
- * `upload(body, size)`; the S3 driver does the same by hand).
+ * its owner. So {@link sendSized} also aborts the request when the source fails or runs short,
+ * and the source's error wins over the request's (the caller's abort excepted). The rule of every
+ * `_get`: a body never comes back short; an SDK that reports a dropped connection as an
+ * AbortError (Azure's on Node 20) or ends early gets {@link exactDownload}.
  *
  * @module
  */
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import type { PutSource } from './driver.js';
-import { SourceError } from './errors.js';
+import { SourceError, StoreError } from './errors.js';
 import { exactBytes } from './exact-bytes.js';
 
 /** What {@link sendSized} hands the request: bytes, or a factory of the checked stream. */
@@ -61,4 +63,27 @@ export async function sendSized<T>(
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
+}
+
+/**
+ * `source`, a download body that must be exactly `size` bytes, as a Readable that fails with a
+ * `StoreError` naming `what` (the operation and URI) when it ends short, runs long or drops,
+ * unless `signal` aborted it (then the abort stands).
+ */
+export function exactDownload(
+  source: Readable,
+  size: number,
+  signal: AbortSignal | undefined,
+  what: { op: string; uri: string },
+): Readable {
+  async function* checked() {
+    try {
+      yield* exactBytes(source, size);
+    } catch (cause) {
+      if (signal?.aborted) throw cause;
+      const message = `${what.op} ${what.uri}: the download failed (${(cause as Error).message})`;
+      throw new StoreError(message, { uri: what.uri, cause });
+    }
+  }
+  return Readable.from(checked(), { objectMode: false, signal });
 }

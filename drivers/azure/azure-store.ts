@@ -1,48 +1,43 @@
 /**
- * {@link AzureStore}: the `az://container/key` driver over `@azure/storage-blob`, a translation
- * of the twelve primitives into Blob service calls (everything else is the base's). The SDK loads
- * on first use (sdk.ts); reads signed with an account key go lean (lean.ts). Listings reach the
- * base in UTF-8 byte order whatever the service's (src/listing-order.ts).
- *
- * The version is the ETag, a write marker and no digest (a copy gets a new one; Set Blob
- * Properties changes it without a new version), so `_history` records carry none and commits name
- * a file by version ID and size. **Versions fail closed**: Azurite, and an account without blob
- * versioning, write blobs with no version ID and serve the current blob for any `versionid`; so
- * every answer is checked (a version read must echo the ID asked for, a version listing must give
- * every blob one, `_versionOf` needs one on HEAD), else `NotSupported`. `_create` is Put Blob with
- * `If-None-Match: *` (409 and 412 both Exists): `atomic`.
+ * {@link AzureStore}: `az://container/key`, the twelve primitives as `@azure/storage-blob` calls
+ * (docs/drivers/azure.md). The version is the ETag. **Versions fail closed**: every version answer
+ * must carry the ID asked for (Azurite, and accounts without blob versioning, ignore `versionid`),
+ * a version listing one for every blob, else `NotSupported`.
  *
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type { BlobItem, BlobServiceClient, BlockBlobClient, Pipeline } from '@azure/storage-blob';
 import type * as D from '../../src/driver.js';
 import * as E from '../../src/errors.js';
-import { checkByteRange, exactBytes } from '../../src/exact-bytes.js';
+import { checkByteRange } from '../../src/exact-bytes.js';
+import { type Lazy, lazy, lazyModule } from '../../src/lazy-module.js';
 import { inUtf8Order, utf8Pages } from '../../src/listing-order.js';
 import { ObjectStore } from '../../src/object-store.js';
+import { pageSize, tokenPages } from '../../src/paging.js';
 import { RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS } from '../../src/retry.js';
-import { sendSized } from '../../src/sized-body.js';
-import { ALL_BLOCKS, AzureBlocks } from './blocks.js';
+import { exactDownload, sendSized } from '../../src/sized-body.js';
+import { AzureBlocks } from './blocks.js';
 import { type AzureConfig, type AzureStoreOptions, resolveAzureConfig } from './config.js';
 import { azUriText, type AzureErrorContext as Ctx, mapAzureError } from './errors.js';
-import { type BlobAnswer, blobInfo, encodeBlobName, LeanReads, quoted } from './lean.js';
-import { type BlobSdk, blobSdk, defaultCredential } from './sdk.js';
+import { encodeBlobName, infoOf as info, LeanReads, quoted } from './lean.js';
 
 const azdebug = debuglog('provcat:azure');
 type Opts = D.SignalOptions;
+type BlobSdk = typeof import('@azure/storage-blob');
+
+/** `@azure/storage-blob`, imported on first use (`blobSdk.made`: this process asked for it). */
+export const blobSdk = lazyModule(
+  'azure',
+  '@azure/storage-blob',
+  () => import('@azure/storage-blob'),
+);
+const identity = lazyModule('azure', '@azure/identity', () => import('@azure/identity'));
 
 /** Where `makeBucket` writes its versioning probe (removed again). */
-export const PROBE_PREFIX = '.provcat/probe/';
-
-/** The ObjectInfo of an SDK answer (ETag quoted, as headers give it). */
-function info(key: string, answer: BlobAnswer): D.ObjectInfo {
-  const got = blobInfo(key, answer);
-  if (got) return got;
-  throw new E.StoreError(`the answer for ${azUriText('?', key)} lacks an ETag or a size`);
-}
+const PROBE_PREFIX = '.provcat/probe/';
 
 /**
  * The Azure Blob driver (see the module comment). Missing blobs raise `NotFound`, refusals
@@ -54,47 +49,38 @@ export class AzureStore extends ObjectStore {
   readonly driver = 'azure';
   /** Versions on accounts with blob versioning; ranges; a put's SHA-256 as blob metadata. */
   readonly capabilities: D.Capabilities = { versions: true, ranges: true, sha256Metadata: true };
+  /** The service client: the injected one, or one built on first call (no network call). */
+  readonly client: Lazy<BlobServiceClient>;
   private readonly config: AzureConfig | undefined;
-  private service: Promise<BlobServiceClient> | undefined;
   private readonly lean: LeanReads | undefined;
+
+  /** Throws RangeError for a configuration that names no account. Makes no network call. */
+  constructor(options: AzureStoreOptions = {}) {
+    super(options);
+    const { client } = options;
+    this.client = lazy(async () => client ?? this.build());
+    this.config = client ? undefined : resolveAzureConfig(options);
+    const { auth, endpoint = '', leanReads } = this.config ?? {};
+    if (auth?.kind === 'key' && leanReads) {
+      const sockets = Math.max(16, this.concurrency);
+      this.lean = new LeanReads(endpoint, auth.account, auth.key, sockets, this.debug);
+    }
+  }
 
   /** Whether reads (Get Blob, List Blobs) go the lean path (lean.ts) rather than the SDK. */
   get leanReads(): boolean {
     return this.lean !== undefined;
   }
 
-  /** Throws RangeError for a configuration that names no account. Makes no network call. */
-  constructor(options: AzureStoreOptions = {}) {
-    super(options);
-    const { client } = options;
-    this.service = client && Promise.resolve(client);
-    this.config = client ? undefined : resolveAzureConfig(options);
-    const { auth, endpoint = '', leanReads } = this.config ?? {};
-    if (auth?.kind === 'key' && leanReads) {
-      const sockets = Math.max(16, this.concurrency);
-      const debug = (m: string) => this.debug(m);
-      this.lean = new LeanReads(endpoint, auth.account, auth.key, sockets, debug);
-    }
-  }
-
-  /** The service client: the injected one, or one built on first call (no network call). */
-  client(): Promise<BlobServiceClient> {
-    this.service ??= this.build().catch((error: unknown) => {
-      this.service = undefined;
-      throw error;
-    });
-    return this.service;
-  }
-
   private async build(): Promise<BlobServiceClient> {
-    const sdk = await blobSdk.load();
+    const sdk = await blobSdk();
     const { endpoint, auth } = this.config as AzureConfig;
     this.debug(`client: ${endpoint} (${auth.kind})`);
     const credential =
       auth.kind === 'key'
         ? new sdk.StorageSharedKeyCredential(auth.account, auth.key)
         : auth.kind === 'token'
-          ? (auth.credential ?? (await defaultCredential()))
+          ? (auth.credential ?? new (await identity()).DefaultAzureCredential())
           : undefined;
     const url = auth.kind === 'sas' ? `${endpoint}?${auth.sas}` : endpoint;
     const retryOptions = { maxTries: RETRY_ATTEMPTS, retryDelayInMs: RETRY_BASE_MS };
@@ -109,27 +95,27 @@ export class AzureStore extends ObjectStore {
     this.lean?.close();
   }
 
-  private debug(message: string): void {
+  private debug = (message: string) => {
     azdebug(message);
     this.logger(message);
-  }
+  };
 
   /** One SDK interaction: offline guard, client, the error mapping (aborts untouched). */
   private async call<T>(ctx: Ctx, fn: (s: BlobServiceClient, sdk: BlobSdk) => Promise<T>) {
     this.requireOnline(ctx.op, azUriText(ctx.container, ctx.key));
-    const [service, sdk] = await Promise.all([this.client(), blobSdk.load()]);
+    const [service, sdk] = await Promise.all([this.client(), blobSdk()]);
     return fn(service, sdk).catch((error: unknown) => {
       throw E.isAbort(error) ? error : mapAzureError(error, ctx);
     });
   }
 
-  /** {@link call} on one blob's client. */
-  private onBlob<T>(c: string, key: string, op: string, fn: (b: BlockBlobClient) => Promise<T>) {
+  /** {@link call} on one blob's client (for the block protocol too). */
+  onBlob<T>(c: string, key: string, op: string, fn: (b: BlockBlobClient) => Promise<T>) {
     return this.call({ container: c, key, op }, async (s, sdk) => fn(this.blob(s, sdk, c, key)));
   }
 
   /** The items of an SDK listing, errors mapped; a missing container lists nothing. */
-  private async *listing<T>(ctx: Ctx, items: (s: BlobServiceClient) => AsyncIterable<T>) {
+  async *listing<T>(ctx: Ctx, items: (s: BlobServiceClient) => AsyncIterable<T>) {
     try {
       yield* items(await this.call(ctx, async (s) => s));
     } catch (error) {
@@ -138,12 +124,9 @@ export class AzureStore extends ObjectStore {
     }
   }
 
-  /** One blob's client; a name with dot segments gets a URL the SDK would not normalize. */
+  /** One blob's client, at a URL the SDK would not normalize (dot segments encoded whole). */
   private blob(s: BlobServiceClient, sdk: BlobSdk, c: string, key: string): BlockBlobClient {
     const container = s.getContainerClient(c);
-    if (!key.split('/').some((x) => x === '.' || x === '..')) {
-      return container.getBlockBlobClient(key);
-    }
     const url = new URL(container.url);
     url.pathname = `${url.pathname}/${encodeBlobName(key)}`;
     // The container's pipeline (credential, retries) is protected in the SDK's types only.
@@ -159,37 +142,39 @@ export class AzureStore extends ObjectStore {
     return new E.NotSupported(`${message} (Azurite has none)`, { uri });
   }
 
-  /** {@link unversioned}: asked for version `id`, answered with `got`. */
-  private notThat(op: string, c: string, key: string, id: string, got: string | undefined) {
-    const why = `asked for version ${id}, the store answered with ${got ?? 'no version ID'}`;
-    return this.unversioned(op, c, key, why);
+  /** `got` unless a version `id` was asked for and the answer is of another (or none). */
+  private checked<T extends { versionId?: string | undefined }>(
+    what: [op: string, c: string, key: string],
+    id: string | undefined,
+    got: T,
+    release = () => {},
+  ): T {
+    if (id === undefined || got.versionId === id) return got;
+    release();
+    const why = `asked for version ${id}, the store answered with ${got.versionId ?? 'no version ID'}`;
+    throw this.unversioned(...what, why);
   }
 
   // ---- core primitives -----------------------------------------------------------------------
 
-  /** Get Blob Properties: size, the ETag as version. `NotFound` when absent. */
-  override async _head(c: string, key: string, o: Opts = {}): Promise<D.ObjectInfo> {
-    const r = await this.onBlob(c, key, 'head', (b) => b.getProperties({ abortSignal: o.signal }));
-    return info(key, r);
+  /** Get Blob Properties (of version `id`, checked): size, the ETag as version. */
+  override async _head(c: string, key: string, o: Opts = {}, id?: string) {
+    const op = id ? 'headVersion' : 'head';
+    const r = await this.onBlob(c, key, op, (b) =>
+      (id ? b.withVersion(id) : b).getProperties({ abortSignal: o.signal }),
+    );
+    return info(key, this.checked([op, c, key], id, r));
   }
 
   /** List Blobs pages (at most 5,000), flat or one level, in UTF-8 order; none for no container. */
   override async *_pages(c: string, prefix: string, o: D.PagesOptions = {}) {
     this.requireOnline('list', azUriText(c, prefix));
-    const limit = Math.min(5000, Math.max(1, Math.floor(o.limit ?? 5000)));
-    const self = this;
-    async function* pages() {
-      for (let marker: string | undefined, first = true; first || marker; first = false) {
-        const page = await self.listPage(c, prefix, { ...o, marker, limit }).catch((e) => {
-          if (first && e instanceof E.NotFound) return undefined;
-          throw e;
-        });
-        if (!page) return;
-        yield page;
-        marker = page.next;
-      }
-    }
-    yield* utf8Pages(pages(), prefix.length, limit);
+    const limit = pageSize(o.limit, 5000);
+    const pages = tokenPages(
+      (marker) => this.listPage(c, prefix, { ...o, marker, limit }),
+      (page) => page.next,
+    );
+    yield* utf8Pages(pages, prefix.length, limit);
   }
 
   private async listPage(c: string, prefix: string, o: D.PagesOptions & { marker?: string }) {
@@ -205,42 +190,25 @@ export class AzureStore extends ObjectStore {
         const page = { continuationToken: o.marker, maxPageSize: o.limit };
         const r = (await pages.byPage(page).next()).value;
         const segment = r.segment as { blobItems: BlobItem[]; blobPrefixes?: { name: string }[] };
-        return {
-          prefixes: (segment.blobPrefixes ?? []).map((x) => x.name),
-          objects: segment.blobItems.map((b) =>
-            info(b.name, { ...b.properties, metadata: b.metadata }),
-          ),
-          next: (r.continuationToken as string) || undefined,
-        };
+        const objects = segment.blobItems.map((b) =>
+          info(b.name, { ...b.properties, metadata: b.metadata }),
+        );
+        const prefixes = (segment.blobPrefixes ?? []).map((x) => x.name);
+        return { prefixes, objects, next: (r.continuationToken as string) || undefined };
       })
     );
   }
 
-  /**
-   * Get Blob, streamed (or read whole up to `wholeUpTo` bytes on the lean path); a range is one
-   * request with `x-ms-range`, its Content-Range returned as is. A body that ends short or whose
-   * connection drops fails with a `StoreError`. `NotFound` when absent.
-   */
-  override async _get(c: string, key: string, o: D.GetOptions = {}): Promise<D.GetResult> {
-    return this.getBlob(c, key, undefined, o, 'get');
-  }
-
-  private async getBlob(
-    c: string,
-    key: string,
-    id: string | undefined,
-    o: D.GetOptions,
-    op: string,
-  ) {
+  /** Get Blob (of version `id`, checked); a range is one request, its Content-Range as sent. */
+  override async _get(c: string, key: string, o: D.GetOptions = {}, id?: string) {
     const { range, signal } = o;
     checkByteRange(range);
+    const op = id ? 'getVersion' : 'get';
     const uri = azUriText(c, key);
     this.requireOnline(op, uri);
-    const check = (r: D.GetResult): D.GetResult => {
-      if (id === undefined || r.info.versionId === id) return r;
-      if (r.bytes) r.release?.();
-      else r.body.destroy();
-      throw this.notThat(op, c, key, id, r.info.versionId);
+    const check = (r: D.GetResult) => {
+      this.checked([op, c, key], id, r.info, () => (r.bytes ? r.release?.() : r.body.destroy()));
+      return r;
     };
     const lean = await this.lean?.get(c, key, { ...o, versionId: id });
     if (lean === 404) throw new E.NotFound(`${op} ${uri}: not found (HTTP 404)`, { uri });
@@ -249,31 +217,15 @@ export class AzureStore extends ObjectStore {
       const count = range && range.end - range.start;
       const from = id ? blob.withVersion(id) : blob;
       const r = await from.download(range?.start ?? 0, count, { abortSignal: signal });
-      const source = r.readableStreamBody as Readable;
-      const contentLength = r.contentLength as number;
-      // The SDK reports a dropped connection as an AbortError: only the caller's is one.
-      async function* exact() {
-        try {
-          yield* exactBytes(source, contentLength);
-        } catch (cause) {
-          if (signal?.aborted) throw cause;
-          throw new E.StoreError(`${op} ${uri}: ${(cause as Error).message}`, { uri, cause });
-        }
-      }
-      const body = Readable.from(exact(), { objectMode: false, signal });
+      const [contentLength, source] = [r.contentLength as number, r.readableStreamBody as Readable];
+      // Checked against its length: the SDK reports a dropped connection as an abort.
+      const body = exactDownload(source, contentLength, signal, { op, uri });
       return check({ body, info: info(key, r), contentLength, contentRange: r.contentRange });
     });
   }
 
-  /**
-   * Write one blob: one Put Blob up to `multipartThreshold` (or a stream that ends within one
-   * part), else staged blocks on the upload engine (blocks.ts). A source that is not exactly its
-   * declared size fails with `SourceError`; nothing is written then.
-   */
+  /** Put Blob up to `multipartThreshold`, else staged blocks (blocks.ts) on the upload engine. */
   override async _put(c: string, key: string, src: D.PutSource, o: D.PutOptions = {}) {
-    if (src instanceof Uint8Array && o.size !== undefined && o.size !== src.length) {
-      throw new RangeError(`size ${o.size} given for ${src.length} bytes`);
-    }
     this.requireOnline('put', azUriText(c, key));
     return this.putInParts(c, key, src, o, (one, p) => this.putBlob(c, key, one, p, 'put'));
   }
@@ -299,10 +251,7 @@ export class AzureStore extends ObjectStore {
     await this.onBlob(c, key, 'delete', (b) => b.delete({ abortSignal: o.signal }));
   }
 
-  /**
-   * Delete only if still `version` (Delete Blob with `If-Match`: `PreconditionFailed` when it
-   * moved). With `versionId`, exactly that version goes, after its ETag was compared.
-   */
+  /** Delete Blob with `If-Match`; with `versionId`, that version after its ETag was compared. */
   override async _deleteIf(c: string, key: string, o: D.DeleteIfOptions): Promise<void> {
     const { versionId: id, signal: abortSignal } = o;
     const version = quoted(o.version);
@@ -324,11 +273,7 @@ export class AzureStore extends ObjectStore {
     });
   }
 
-  /**
-   * A read-only SAS URL of one blob valid for `expiresIn` seconds: a service SAS signed with the
-   * account key, or a user-delegation SAS with a token credential; `NotSupported` otherwise (a
-   * connection string's own SAS is never handed out).
-   */
+  /** A read-only SAS URL: a service SAS with the account key, a user-delegation SAS with a login. */
   override async _presign(c: string, key: string, o: D.PresignPrimitiveOptions) {
     return this.call({ container: c, key, op: 'presign' }, async (s, sdk) => {
       const blob = this.blob(s, sdk, c, key);
@@ -337,6 +282,7 @@ export class AzureStore extends ObjectStore {
       if (s.credential instanceof sdk.StorageSharedKeyCredential) {
         return blob.generateSasUrl({ permissions, expiresOn });
       }
+      // A connection string's own SAS is never handed out.
       if (s.credential instanceof sdk.AnonymousCredential) {
         throw new E.NotSupported(`presign ${azUriText(c, key)}: needs an account key or a login`);
       }
@@ -365,8 +311,8 @@ export class AzureStore extends ObjectStore {
     });
     if (versionId) return;
     const why =
-      'a write came back without x-ms-version-id; the container was made, but versioning is an ' +
-      'account setting: `az storage account blob-service-properties update --enable-versioning true`';
+      'a write came back without a version ID; versioning is an account setting: ' +
+      '`az storage account blob-service-properties update --enable-versioning true`';
     throw this.unversioned('makeBucket', c, undefined, why);
   }
 
@@ -381,17 +327,11 @@ export class AzureStore extends ObjectStore {
 
   /**
    * List Blobs with `include=versions`: per blob its versions newest first, after a delete marker
-   * when none is current; blobs in UTF-8 order. `NotSupported` for a blob listed without a
-   * version ID. A missing container yields nothing.
+   * when none is current; blobs in UTF-8 order. A missing container yields nothing.
    */
-  override async *_history(
-    c: string,
-    prefix: string,
-    o: Opts = {},
-  ): AsyncIterable<D.VersionRecord> {
+  override async *_history(c: string, prefix: string, o: Opts = {}) {
     const options = { prefix: prefix || undefined, includeVersions: true, abortSignal: o.signal };
-    const ctx = { container: c, key: prefix, op: 'history' };
-    const pages = this.listing(ctx, (s) =>
+    const pages = this.listing({ container: c, key: prefix, op: 'history' }, (s) =>
       s.getContainerClient(c).listBlobsFlat(options).byPage({ maxPageSize: 5000 }),
     );
     const self = this;
@@ -400,14 +340,18 @@ export class AzureStore extends ObjectStore {
       const open: D.VersionRecord[] = [];
       for await (const page of pages) {
         const done: D.VersionRecord[][] = [];
-        for (const { name: key, versionId, properties: p, isCurrentVersion } of page.segment
-          .blobItems) {
+        for (const { name: key, versionId, properties: p, ...b } of page.segment.blobItems) {
           if (!versionId)
             throw self.unversioned('history', c, key, 'a blob is listed without a version ID');
           if (open[0] && open[0].key !== key) done.push(open.splice(0));
-          const current = isCurrentVersion === true;
-          const size = p.contentLength ?? 0;
-          open.push({ key, versionId, size, current, lastModified: p.lastModified });
+          const current = b.isCurrentVersion === true;
+          open.push({
+            key,
+            versionId,
+            size: p.contentLength ?? 0,
+            current,
+            lastModified: p.lastModified,
+          });
         }
         yield done;
       }
@@ -417,26 +361,26 @@ export class AzureStore extends ObjectStore {
       for (const versions of ready.map((v) => v.reverse())) {
         const [newest] = versions;
         if (newest && !versions.some((v) => v.current)) {
-          const versionId = `deleted:${newest.versionId}`;
-          yield { key: newest.key, versionId, size: null, current: true };
+          yield {
+            key: newest.key,
+            versionId: `deleted:${newest.versionId}`,
+            size: null,
+            current: true,
+          };
         }
         yield* versions;
       }
     }
   }
 
-  /** Get Blob Properties of one version; `NotSupported` when the answer is not that version. */
+  /** Get Blob Properties of one version; `NotSupported` when the answer is of another. */
   override async _headVersion(c: string, key: string, id: string, o: Opts = {}) {
-    const r = await this.onBlob(c, key, 'headVersion', (b) =>
-      b.withVersion(id).getProperties({ abortSignal: o.signal }),
-    );
-    if (r.versionId === id) return info(key, r);
-    throw this.notThat('headVersion', c, key, id, r.versionId);
+    return this._head(c, key, o, id);
   }
 
-  /** Get Blob of one version (optionally a range); checked as {@link _headVersion} is. */
+  /** Get Blob of one version; `NotSupported` when the answer is of another. */
   override async _getVersion(c: string, key: string, id: string, o: D.GetOptions = {}) {
-    return this.getBlob(c, key, id, o, 'getVersion');
+    return this._get(c, key, o, id);
   }
 
   /** Put Blob with `If-None-Match: *`: `Exists` (409 or 412) when a current blob has the key. */
@@ -444,53 +388,21 @@ export class AzureStore extends ObjectStore {
     return this.putBlob(c, key, body, { ...o, size: body.length }, 'create');
   }
 
-  /**
-   * Copy Blob of the current blob or one version to `toKey`, conditional on the source's ETag (a
-   * source replaced meanwhile is `PreconditionFailed`); a pending copy is waited for.
-   */
-  override async _copy(
-    c: string,
-    key: string,
-    id: string | undefined,
-    toKey: string,
-    o: Opts = {},
-  ) {
-    const source = id ? await this._headVersion(c, key, id, o) : await this._head(c, key, o);
+  /** Copy Blob of the current blob or a version, if the source's ETag holds; waits for it. */
+  override async _copy(c: string, key: string, id: string | undefined, to: string, o: Opts = {}) {
+    const source = await this._head(c, key, o, id);
     return this.call({ container: c, key, op: id ? 'copyVersion' : 'copy' }, async (s, sdk) => {
       const from = this.blob(s, sdk, c, key);
-      const poller = await this.blob(s, sdk, c, toKey).beginCopyFromURL(
+      const poller = await this.blob(s, sdk, c, to).beginCopyFromURL(
         (id ? from.withVersion(id) : from).url,
         { sourceConditions: { ifMatch: source.etag }, abortSignal: o.signal, intervalInMs: 250 },
       );
-      return info(toKey, { ...(await poller.pollUntilDone()), contentLength: source.size });
+      return info(to, { ...(await poller.pollUntilDone()), contentLength: source.size });
     });
-  }
-
-  /** `atomic`: Azure honours `If-None-Match: *` (see the module comment). */
-  override async _createMode(_c: string): Promise<D.CreateMode> {
-    return 'atomic';
   }
 
   /** Staged blocks in container `c` (blocks.ts), for large puts and managed uploads. */
   override partProtocol(c: string): AzureBlocks {
-    return new AzureBlocks(c, {
-      onBlob: (key, op, fn) => this.onBlob(c, key, op, fn),
-      uncommitted: (prefix, signal) => this.uncommitted(c, prefix, signal),
-    });
-  }
-
-  /** Blobs with uncommitted blocks only: listed with `include=uncommittedblobs`, size 0, no HEAD. */
-  private async *uncommitted(c: string, prefix: string, signal?: AbortSignal) {
-    const options = { prefix, includeUncommitedBlobs: true, abortSignal: signal };
-    const ctx = { container: c, key: prefix, op: 'listUploads' };
-    for await (const b of this.listing(ctx, (s) =>
-      s.getContainerClient(c).listBlobsFlat(options),
-    )) {
-      if (b.properties.contentLength !== 0) continue;
-      const head = await this._head(c, b.name, { signal }).catch((e: unknown) => e);
-      const initiated = b.properties.lastModified;
-      if (head instanceof E.NotFound) yield { key: b.name, upload: ALL_BLOCKS, initiated };
-      else if (head instanceof Error) throw head;
-    }
+    return new AzureBlocks(c, this);
   }
 }

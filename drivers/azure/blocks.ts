@@ -1,14 +1,7 @@
 /**
- * Azure's part protocol, staged blocks, for the one upload engine (src/upload/engine.ts): Put
- * Block per part, Put Block List to commit, Get Block List to resume.
- *
- * An upload is a random token made locally (Azure has no "create upload" call); block IDs are
- * Base64 of `<token>-<part number, 5 digits>`: all of one length, as Azure requires, and telling
- * this upload's blocks from any other's. Nothing is visible before Put Block List. `listParts` is
- * Get Block List: committed blocks mean the upload was completed (its response lost), `'gone'`,
- * and the stage verifies the object; a blob without any block is `'gone'` too. A part in memory
- * is sent from a fresh stream per attempt (the SDK retries it); a file part's stream is sent
- * once, a retry by the SDK fails, and the engine sends the part again.
+ * Azure's part protocol (docs/drivers/azure.md): Put Block per part, Put Block List to commit,
+ * Get Block List to resume. An upload is a random token made locally; block IDs are Base64 of
+ * `<token>-<part number, 5 digits>` (one length, as Azure requires).
  *
  * @module
  */
@@ -17,20 +10,10 @@ import { Readable } from 'node:stream';
 import type { BlockBlobClient } from '@azure/storage-blob';
 import type * as D from '../../src/driver.js';
 import { NotFound, StoreError } from '../../src/errors.js';
-import { azUriText, statusOf } from './errors.js';
+import type { AzureStore } from './azure-store.js';
+import { infoOf } from './lean.js';
 
-/** What the protocol needs of the store. */
-export interface BlockTarget {
-  /** One call on blob `key`'s client, through the store's offline guard and error mapping. */
-  onBlob<T>(key: string, op: string, fn: (blob: BlockBlobClient) => Promise<T>): Promise<T>;
-  /** The blobs under `prefix` that hold uncommitted blocks only. */
-  uncommitted(prefix: string, signal?: AbortSignal): AsyncIterable<D.OpenUpload>;
-}
-
-/**
- * The reference {@link AzureBlocks.listUploads} gives an open upload: a listing of uncommitted
- * blobs names no upload token, and {@link AzureBlocks.abort} discards every uncommitted block.
- */
+/** The reference of an open upload as listed (no token is listed; abort discards every block). */
 export const ALL_BLOCKS = 'uncommitted-blocks';
 
 /** The block ID of part `n` of `upload`. */
@@ -49,12 +32,16 @@ export class AzureBlocks implements D.PartProtocol {
 
   constructor(
     readonly container: string,
-    private readonly target: BlockTarget,
+    private readonly store: AzureStore,
   ) {}
+
+  private onBlob<T>(key: string, op: string, fn: (blob: BlockBlobClient) => Promise<T>) {
+    return this.store.onBlob(this.container, key, op, fn);
+  }
 
   /** A new upload token (no request; the offline guard applies). */
   async create(key: string): Promise<string> {
-    await this.target.onBlob(key, 'create upload', async () => {});
+    await this.onBlob(key, 'create upload', async () => {});
     return randomBytes(12).toString('hex');
   }
 
@@ -72,7 +59,7 @@ export class AzureBlocks implements D.PartProtocol {
       body instanceof Readable
         ? once
         : (restream ?? Buffer.from(body.buffer, body.byteOffset, body.byteLength));
-    await this.target.onBlob(key, 'PutBlock', (b) =>
+    await this.onBlob(key, 'PutBlock', (b) =>
       b.stageBlock(id, bytes, part.size, { abortSignal: part.signal }),
     );
     return id;
@@ -80,12 +67,12 @@ export class AzureBlocks implements D.PartProtocol {
 
   /** Get Block List: this upload's uncommitted blocks by part number, or `'gone'`. */
   async listParts(key: string, upload: string, o: D.SignalOptions & { partSize: number }) {
-    const list = await this.target
-      .onBlob(key, 'GetBlockList', (b) => b.getBlockList('all', { abortSignal: o.signal }))
-      .catch((error: unknown) => {
-        if (error instanceof NotFound) return undefined;
-        throw error;
-      });
+    const list = await this.onBlob(key, 'GetBlockList', (b) =>
+      b.getBlockList('all', { abortSignal: o.signal }),
+    ).catch((error: unknown) => {
+      if (error instanceof NotFound) return undefined;
+      throw error;
+    });
     if (!list || (list.committedBlocks ?? []).length > 0) return 'gone';
     const parts = new Map<number, D.ListedPart>();
     for (const { name, size } of list.uncommittedBlocks ?? []) {
@@ -102,7 +89,7 @@ export class AzureBlocks implements D.PartProtocol {
     parts: readonly D.CompletedPart[],
     o: D.UploadObjectOptions & { size: number },
   ): Promise<D.ObjectInfo> {
-    const r = await this.target.onBlob(key, 'PutBlockList', (b) =>
+    const r = await this.onBlob(key, 'PutBlockList', (b) =>
       b.commitBlockList(
         parts.map((p) => p.token),
         {
@@ -112,9 +99,7 @@ export class AzureBlocks implements D.PartProtocol {
         },
       ),
     );
-    const uri = azUriText(this.container, key);
-    if (!r.etag) throw new StoreError(`PutBlockList ${uri} returned no ETag`, { uri });
-    return { key, size: o.size, version: r.etag, etag: r.etag, versionId: r.versionId };
+    return infoOf(key, { ...r, contentLength: o.size });
   }
 
   /**
@@ -126,11 +111,12 @@ export class AzureBlocks implements D.PartProtocol {
    */
   async abort(key: string, _upload: string, o: D.SignalOptions = {}): Promise<void> {
     const abortSignal = o.signal;
-    await this.target.onBlob(key, 'abort upload', async (b) => {
+    await this.onBlob(key, 'abort upload', async (b) => {
       const r = await b
         .commitBlockList([], { conditions: { ifNoneMatch: '*' }, abortSignal })
         .catch((error: unknown) => {
-          if (statusOf(error) === 409 || statusOf(error) === 412) return undefined; // a blob is there
+          const status = (error as { statusCode?: number }).statusCode;
+          if (status === 409 || status === 412) return undefined; // a blob is there
           throw error;
         });
       if (!r) return;
@@ -140,10 +126,20 @@ export class AzureBlocks implements D.PartProtocol {
   }
 
   /**
-   * Blobs under `prefix` holding uncommitted blocks only (List Blobs `include=uncommittedblobs`),
-   * each as upload {@link ALL_BLOCKS}.
+   * Blobs under `prefix` holding uncommitted blocks only (List Blobs `include=uncommittedblobs`:
+   * size 0, and no blob for HEAD), each as upload {@link ALL_BLOCKS}.
    */
-  listUploads(prefix: string, o: D.SignalOptions = {}): AsyncIterable<D.OpenUpload> {
-    return this.target.uncommitted(prefix, o.signal);
+  async *listUploads(prefix: string, o: D.SignalOptions = {}): AsyncIterable<D.OpenUpload> {
+    const { container: c, store } = this;
+    const options = { prefix, includeUncommitedBlobs: true, abortSignal: o.signal };
+    const ctx = { container: c, key: prefix, op: 'listUploads' };
+    const blobs = store.listing(ctx, (s) => s.getContainerClient(c).listBlobsFlat(options));
+    for await (const b of blobs) {
+      if (b.properties.contentLength !== 0) continue;
+      const head = await store._head(c, b.name, o).catch((e: unknown) => e);
+      const initiated = b.properties.lastModified;
+      if (head instanceof NotFound) yield { key: b.name, upload: ALL_BLOCKS, initiated };
+      else if (head instanceof Error) throw head;
+    }
   }
 }

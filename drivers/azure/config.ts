@@ -1,11 +1,8 @@
 /**
- * Configuration of the Azure driver: the options an {@link AzureStore} takes and how they combine
- * with the environment, in one pure function ({@link resolveAzureConfig}) tested without a server.
- * Azure's own conventions first: `AZURE_STORAGE_CONNECTION_STRING` (`UseDevelopmentStorage=true`
- * included), else `AZURE_STORAGE_ACCOUNT` with `AZURE_STORAGE_KEY`, else that account with
- * `DefaultAzureCredential`. Azure has no common variable for "the blob endpoint is elsewhere"
- * outside connection strings, so that one is provcat's: `PROVCAT_AZURE_ENDPOINT` (an emulator, a
- * proxy, a sovereign cloud), which wins over a connection string's `BlobEndpoint`.
+ * The Azure driver's configuration, one pure function of options and environment
+ * ({@link resolveAzureConfig}): Azure's own conventions (`AZURE_STORAGE_CONNECTION_STRING`, else
+ * `AZURE_STORAGE_ACCOUNT` with `AZURE_STORAGE_KEY` or `DefaultAzureCredential`), and provcat's
+ * `PROVCAT_AZURE_ENDPOINT` (an emulator, a proxy), which wins over a connection string's.
  *
  * @module
  */
@@ -57,12 +54,8 @@ export interface AzureConfig {
 
 /** The `Name=value` pairs of a connection string (names case-insensitive, values kept as is). */
 export function parseConnectionString(text: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const part of text.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0) out.set(part.slice(0, eq).trim().toLowerCase(), part.slice(eq + 1).trim());
-  }
-  return out;
+  const pairs = text.split(';').map((part) => /^\s*([^=]+?)\s*=(.*)$/.exec(part) ?? []);
+  return new Map(pairs.flatMap(([, k, v]) => (k ? [[k.toLowerCase(), (v ?? '').trim()]] : [])));
 }
 
 /**
@@ -74,26 +67,26 @@ export function resolveAzureConfig(
   options: AzureStoreOptions = {},
   env: NodeJS.ProcessEnv = options.env ?? process.env,
 ): AzureConfig {
-  const csText = envText(options.connectionString) ?? envText(env.AZURE_STORAGE_CONNECTION_STRING);
+  const csText = envText(options.connectionString, env.AZURE_STORAGE_CONNECTION_STRING);
   const cs = parseConnectionString(csText ?? '');
   const dev = cs.get('usedevelopmentstorage')?.toLowerCase() === 'true';
-  const account =
-    envText(options.account) ??
-    (dev ? DEV_ACCOUNT : cs.get('accountname')) ??
-    envText(env.AZURE_STORAGE_ACCOUNT);
-  const key =
-    envText(options.accountKey) ??
-    (dev ? DEV_KEY : cs.get('accountkey')) ??
-    (csText === undefined ? envText(env.AZURE_STORAGE_KEY) : undefined);
+  const account = envText(
+    options.account,
+    dev ? DEV_ACCOUNT : cs.get('accountname'),
+    env.AZURE_STORAGE_ACCOUNT,
+  );
+  const envKey = csText === undefined ? env.AZURE_STORAGE_KEY : undefined;
+  const key = envText(options.accountKey, dev ? DEV_KEY : cs.get('accountkey'), envKey);
   const sas = cs.get('sharedaccesssignature');
-  const suffix = cs.get('endpointsuffix') ?? 'core.windows.net';
   const protocol = cs.get('defaultendpointsprotocol') ?? 'https';
-  const given = envText(options.endpoint) ?? envText(env.PROVCAT_AZURE_ENDPOINT);
-  const endpoint =
-    given ??
-    cs.get('blobendpoint') ??
-    (dev ? `http://127.0.0.1:10000/${DEV_ACCOUNT}` : undefined) ??
-    (account === undefined ? undefined : `${protocol}://${account}.blob.${suffix}`);
+  const host = `${account}.blob.${cs.get('endpointsuffix') ?? 'core.windows.net'}`;
+  const given = envText(options.endpoint, env.PROVCAT_AZURE_ENDPOINT);
+  const endpoint = envText(
+    given,
+    cs.get('blobendpoint'),
+    dev ? `http://127.0.0.1:10000/${DEV_ACCOUNT}` : undefined,
+    account && `${protocol}://${host}`,
+  );
   if (endpoint === undefined) {
     throw new RangeError(
       'no Azure storage account: set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT ' +

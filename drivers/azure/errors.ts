@@ -1,9 +1,7 @@
 /**
- * Azure errors read off the SDK's `RestError` and handed to the one status map of every driver
- * (src/service-errors.ts). Azure answers a failed `If-None-Match: *` with 409 or 412 depending on
- * the operation (both Exists on a create); a `versionid` it calls malformed (400
- * `InvalidQueryParameterValue`) names no version: NotFound on version reads. HEAD answers have no
- * body, so the service's code is also read from `x-ms-error-code` (the SDK's `details.errorCode`).
+ * Azure errors read off the SDK's `RestError` into the one status map (src/service-errors.ts).
+ * A failed `If-None-Match: *` is 409 or 412 by operation (both Exists on a create); a `versionid`
+ * Azure calls malformed names no version (NotFound). HEAD answers carry the code in a header only.
  *
  * @module
  */
@@ -27,18 +25,9 @@ const NOT_FOUND_VERSION = new Set([...NOT_FOUND, 'InvalidQueryParameterValue']);
 /** The `az://` text of a container and key for messages (every key named, hostile or not). */
 export const azUriText = (container: string, key?: string) => uriText('az', container, key);
 
-interface RestErrorLike {
-  statusCode?: unknown;
-  code?: unknown;
-  message?: unknown;
+type RestErrorLike = { statusCode?: unknown; code?: unknown; message?: unknown } & {
   details?: { errorCode?: unknown };
-}
-
-/** The HTTP status of an SDK error, when the service answered. */
-export function statusOf(error: unknown): number | undefined {
-  const s = (error as RestErrorLike | null)?.statusCode;
-  return typeof s === 'number' ? s : undefined;
-}
+};
 
 /**
  * Map an Azure SDK error (or any error thrown during an Azure call) to a provcat error through
@@ -46,7 +35,7 @@ export function statusOf(error: unknown): number | undefined {
  */
 export function mapAzureError(error: unknown, context: AzureErrorContext): ProvcatError {
   const e = error as RestErrorLike | null;
-  const status = statusOf(error);
+  const status = typeof e?.statusCode === 'number' ? e.statusCode : undefined;
   const rawCode = e?.details?.errorCode ?? e?.code;
   const code = typeof rawCode === 'string' ? rawCode : undefined;
   const hint =

@@ -1,21 +1,16 @@
 /**
- * Reads without the SDK, signed with the account key (Shared Key) exactly as the SDK signs them:
- * Get Blob over the project's HTTP/1.1 client (src/net/lean-get.ts), List Blobs as text
- * (src/net/text-get.ts: Azurite answers listings chunked).
- *
- * Why: a folder fetch of small blobs is mostly per-request client work, and the SDK's pipeline
- * costs several times the request itself; an unchanged refetch is one listing, cheaper than
- * loading the SDK (docs/performance.md, the Azure case). Writes, versions, HEAD and anything
- * unusual stay on the SDK: a lean call answers `undefined` ("ask the SDK") for any status but
- * 200/206/404, any failure before a response head, and any answer it does not read. Its own
- * errors are a 404 (so a miss does not load the SDK) and failures after the head.
- * `leanReads: false` or `PROVCAT_AZURE_LEAN=0` turns it off; the conformance suite runs both ways.
+ * Reads without the SDK, whose pipeline (and loading it) costs more than a small GET or a listing
+ * (docs/performance.md): Get Blob and List Blobs signed with the account key as the SDK signs
+ * them. A lean call answers `undefined` ("ask the SDK") for any status but 200/206/404, a failure
+ * before the response head, or an answer it does not read.
  *
  * @module
  */
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import type { Agent } from 'node:http';
+import type { BlobGetPropertiesResponse } from '@azure/storage-blob';
 import type * as D from '../../src/driver.js';
+import { StoreError } from '../../src/errors.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';
 import { leanGet, leanGetResult } from '../../src/net/lean-get.js';
 import { getText, textAgent } from '../../src/net/text-get.js';
@@ -35,27 +30,17 @@ export function encodeBlobName(name: string): string {
 }
 
 /** One List Blobs page, with the marker of the next (`undefined`: the last). */
-export interface LeanListPage extends D.ListPage {
-  next: string | undefined;
-}
+export type LeanListPage = D.ListPage & { next: string | undefined };
 
 /** What an answer says of a blob: an SDK response's fields, or the same read off headers. */
-export interface BlobAnswer {
-  etag?: string | undefined;
-  contentLength?: number | undefined;
-  contentRange?: string | undefined;
-  versionId?: string | undefined;
-  lastModified?: Date | undefined;
-  metadata?: Record<string, string> | undefined;
-}
+export type BlobAnswer = Partial<
+  Pick<BlobGetPropertiesResponse, 'etag' | 'contentLength' | 'versionId' | 'lastModified'>
+> & { contentRange?: string | undefined; metadata?: Record<string, string> | undefined };
 
 /** The quoted form of an ETag (headers quote it, listings do not). */
 export const quoted = (etag: string) => (etag.startsWith('"') ? etag : `"${etag}"`);
 
-/**
- * The ObjectInfo of an answer: the ETag quoted, the blob's size from Content-Range when ranged,
- * else the Content-Length, the recorded SHA-256. `undefined` without an ETag or a size.
- */
+/** An answer's ObjectInfo (the size from Content-Range when ranged); none without ETag or size. */
 export function blobInfo(key: string, a: BlobAnswer): D.ObjectInfo | undefined {
   const total = a.contentRange && /\/(\d+)$/.exec(a.contentRange)?.[1];
   const size = total ? Number(total) : a.contentLength;
@@ -63,6 +48,13 @@ export function blobInfo(key: string, a: BlobAnswer): D.ObjectInfo | undefined {
   const etag = quoted(a.etag);
   const { versionId, lastModified } = a;
   return { key, size, version: etag, etag, versionId, lastModified, sha256: a.metadata?.sha256 };
+}
+
+/** {@link blobInfo}, or a StoreError for an answer without an ETag or a size. */
+export function infoOf(key: string, a: BlobAnswer): D.ObjectInfo {
+  const got = blobInfo(key, a);
+  if (got) return got;
+  throw new StoreError(`the answer for ${key} lacks an ETag or a size`);
 }
 
 const NAMED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };

@@ -1,13 +1,8 @@
 /**
- * The `az` stage descriptor kind (src/lake/bucket-stage.ts): managed objects in one Azure Blob
- * container below one prefix,
- * `{ "version": 1, "kind": "az", "account"?, "container", "prefix", "endpoint"?, "tenant"? }`.
- *
- * `account` and `endpoint` say where (at least one; the endpoint defaults to
- * `https://ACCOUNT.blob.core.windows.net`); a credential never is in a descriptor, but comes from
- * the environment when the backend is made (config.ts). The stage string `az://container/prefix/`
- * takes account and endpoint from that environment and records a non-default endpoint, so the
- * descriptor alone decides where the stage is.
+ * The `az` stage kind (src/lake/bucket-stage.ts): `{ "version": 1, "kind": "az", "account"?,
+ * "container", "prefix", "endpoint"?, "tenant"? }`, at least one of account and endpoint, never a
+ * credential (the environment gives it). A stage string `az://container/prefix/` takes account
+ * and endpoint from the environment and records a non-default endpoint.
  *
  * @module
  */

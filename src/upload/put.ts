@@ -49,7 +49,12 @@ export async function putObject(
 ): Promise<ObjectInfo> {
   const { settings, protocol } = target;
   let size = options.size;
-  if (source instanceof Uint8Array) size = source.length;
+  if (source instanceof Uint8Array) {
+    if (size !== undefined && size !== source.length) {
+      throw new RangeError(`size ${size} given for ${source.length} bytes`);
+    }
+    size = source.length;
+  }
   let parts: PartSource | undefined;
   let failed = true;
   try {
