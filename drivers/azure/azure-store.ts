@@ -344,14 +344,8 @@ export class AzureStore extends ObjectStore {
           if (!versionId)
             throw self.unversioned('history', c, key, 'a blob is listed without a version ID');
           if (open[0] && open[0].key !== key) done.push(open.splice(0));
-          const current = b.isCurrentVersion === true;
-          open.push({
-            key,
-            versionId,
-            size: p.contentLength ?? 0,
-            current,
-            lastModified: p.lastModified,
-          });
+          const [size, current] = [p.contentLength ?? 0, b.isCurrentVersion === true];
+          open.push({ key, versionId, size, current, lastModified: p.lastModified });
         }
         yield done;
       }
@@ -361,12 +355,8 @@ export class AzureStore extends ObjectStore {
       for (const versions of ready.map((v) => v.reverse())) {
         const [newest] = versions;
         if (newest && !versions.some((v) => v.current)) {
-          yield {
-            key: newest.key,
-            versionId: `deleted:${newest.versionId}`,
-            size: null,
-            current: true,
-          };
+          const versionId = `deleted:${newest.versionId}`;
+          yield { key: newest.key, versionId, size: null, current: true };
         }
         yield* versions;
       }

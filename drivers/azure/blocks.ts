@@ -89,15 +89,11 @@ export class AzureBlocks implements D.PartProtocol {
     parts: readonly D.CompletedPart[],
     o: D.UploadObjectOptions & { size: number },
   ): Promise<D.ObjectInfo> {
+    const blobHTTPHeaders = { blobContentType: o.contentType };
+    const options = { blobHTTPHeaders, metadata: o.sha256 ? { sha256: o.sha256 } : undefined };
+    const tokens = parts.map((p) => p.token);
     const r = await this.onBlob(key, 'PutBlockList', (b) =>
-      b.commitBlockList(
-        parts.map((p) => p.token),
-        {
-          blobHTTPHeaders: { blobContentType: o.contentType },
-          metadata: o.sha256 ? { sha256: o.sha256 } : undefined,
-          abortSignal: o.signal,
-        },
-      ),
+      b.commitBlockList(tokens, { ...options, abortSignal: o.signal }),
     );
     return infoOf(key, { ...r, contentLength: o.size });
   }

@@ -42,11 +42,9 @@ export type AzureAuth =
   | { kind: 'sas'; sas: string }
   | { kind: 'token'; credential: TokenCredential | undefined };
 
-/** The options after defaults and environment are applied. */
+/** The options after defaults and the environment (`endpoint` without a trailing `/`). */
 export interface AzureConfig {
-  /** The blob service URL, without a trailing `/`. */
   endpoint: string;
-  /** The account name, when known (messages, user-delegation SAS). */
   account: string | undefined;
   auth: AzureAuth;
   leanReads: boolean;

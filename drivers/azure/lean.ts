@@ -136,17 +136,15 @@ export class LeanReads {
 
   /** One List Blobs page, or `undefined`: ask the SDK. Never throws but for an abort. */
   async list(c: string, prefix: string, o: D.PagesOptions & { marker?: string | undefined }) {
-    const query = [
-      ['restype', 'container'],
-      ['comp', 'list'],
-      ['maxresults', String(o.limit)],
-      ['include', 'metadata'],
-      ...[
-        ['prefix', prefix || undefined],
-        ['delimiter', o.delimiter],
-        ['marker', o.marker],
-      ].filter(([, v]) => v !== undefined),
-    ] as string[][];
+    const { delimiter, marker, limit } = o;
+    const fields = {
+      restype: 'container',
+      comp: 'list',
+      maxresults: `${limit}`,
+      include: 'metadata',
+    };
+    const all = Object.entries({ ...fields, prefix: prefix || undefined, delimiter, marker });
+    const query = all.filter(([, v]) => v !== undefined) as string[][];
     const { target, headers } = this.sign(c, undefined, query);
     try {
       const url = new URL(target, this.base);
@@ -178,13 +176,10 @@ export class LeanReads {
       return undefined;
     }
     const h = got.headers;
-    const info = blobInfo(key, {
-      etag: h.etag,
-      contentLength: got.contentLength,
-      contentRange: h['content-range'],
-      versionId: h['x-ms-version-id'],
-      lastModified: date(h['last-modified']),
-    });
+    const [etag, versionId, contentRange] = [h.etag, h['x-ms-version-id'], h['content-range']];
+    const lastModified = date(h['last-modified']);
+    const answer = { etag, versionId, contentRange, lastModified };
+    const info = blobInfo(key, { ...answer, contentLength: got.contentLength });
     if (info) return leanGetResult(info, got);
     if (!('body' in got)) got.discard();
     return undefined;

@@ -25,22 +25,20 @@ export interface AzureStageDescriptor extends StageDescriptor {
   readonly endpoint?: string | undefined;
 }
 
+const CONTAINER = /^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/;
+const ACCOUNT = /^[a-z0-9]{3,24}$/;
 const defaultEndpoint = (account: unknown) => `https://${account}.blob.core.windows.net`;
+const endpointOf = (d: StageDescriptor) =>
+  (d as AzureStageDescriptor).endpoint ?? defaultEndpoint(d.account);
 
 /** The `az` kind (see the module comment). */
 export const azureStageKind: StageKind = bucketStageKind({
   kind: 'az',
   bucketField: 'container',
-  bucketName: {
-    pattern: /^(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/,
-    what: 'an Azure container name',
-  },
+  bucketName: { pattern: CONTAINER, what: 'an Azure container name' },
   fields: ['account', 'endpoint'],
   own({ account, endpoint }) {
-    if (
-      account !== undefined &&
-      (typeof account !== 'string' || !/^[a-z0-9]{3,24}$/.test(account))
-    ) {
+    if (account !== undefined && (typeof account !== 'string' || !ACCOUNT.test(account))) {
       fail(`account must be a storage account name, not ${JSON.stringify(account)}`);
     }
     if (account === undefined && endpoint === undefined)
@@ -54,16 +52,12 @@ export const azureStageKind: StageKind = bucketStageKind({
     const { account, endpoint } = resolveAzureConfig({}, env);
     return { account, ...(account && endpoint === defaultEndpoint(account) ? {} : { endpoint }) };
   },
-  endpoint: (d) => (d as AzureStageDescriptor).endpoint ?? defaultEndpoint(d.account),
+  endpoint: endpointOf,
   async store(descriptor, options) {
-    const d = descriptor as AzureStageDescriptor;
+    const { account } = descriptor as AzureStageDescriptor;
     const { AzureStore } = await import('./azure-store.js');
-    return new AzureStore({
-      client: options.client as BlobServiceClient | undefined,
-      account: d.account,
-      endpoint: d.endpoint ?? defaultEndpoint(d.account),
-      offline: options.offline,
-      env: options.env,
-    });
+    const client = options.client as BlobServiceClient | undefined;
+    const { offline, env } = options;
+    return new AzureStore({ client, account, endpoint: endpointOf(descriptor), offline, env });
   },
 });
