@@ -4,6 +4,8 @@
  * A driver's test file calls {@link conformance} once with a {@link ConformanceTarget}; the suite
  * registers vitest `describe` blocks for the primitives, the store methods, the cache and fetch,
  * and (when `flags.versions`) pin/commit/log/branch. Every test works under a random prefix.
+ * {@link faultSuite} is the fault suite (a fault proxy and a SIGKILL loop) for the same targets,
+ * and {@link startFaultProxy} its proxy, usable on its own.
  *
  * @module
  */
@@ -14,7 +16,32 @@ import { storeSuite } from './store.js';
 import type { ConformanceTarget } from './target.js';
 import { versionsSuite } from './versions.js';
 
-export type { ConformanceFlags, ConformanceTarget } from './target.js';
+export {
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultProxy,
+  type FaultProxyOptions,
+  type FaultRule,
+  type ProxyStats,
+  startFaultProxy,
+} from './fault-proxy.js';
+export {
+  type FaultConfig,
+  type FaultSuiteOptions,
+  Figures,
+  type FiguresJson,
+  faultConfig,
+  faultSuite,
+  INVARIANTS,
+  type Invariant,
+  KNOWN_FINDINGS,
+} from './faults.js';
+export type {
+  ConformanceFlags,
+  ConformanceTarget,
+  NetworkAccess,
+  TargetStoreOptions,
+} from './target.js';
 export { randomPrefix } from './target.js';
 
 /** Register the whole conformance suite for one driver. */
