@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type FaultProxy, startFaultProxy } from './conformance/fault-proxy.js';
 
@@ -176,6 +176,7 @@ describe('fault proxy', () => {
     expect(after.connections - before.connections).toBe(1);
     expect(after.requests - before.requests).toBe(count);
     expect(Object.values(after.faults).every((n) => n === 0)).toBe(true);
+    expect(after.unreadable).toBe(0);
   });
 
   it('adds the latency it is given each way: 10 ms each way is at least 20 ms per round trip', async () => {
@@ -299,6 +300,16 @@ describe('fault proxy', () => {
     expect(plain.headers.connection).toBe('close');
     expect(seen.puts.length).toBe(puts);
     expect(proxy.stats().faults.status).toBeGreaterThanOrEqual(4);
+  });
+
+  it('drops and counts a connection whose bytes are not HTTP/1.1 as it reads them', async () => {
+    const before = proxy.stats().unreadable;
+    const socket = net.connect(proxy.port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.end('PUT /echo/z HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nnot-hex\r\n');
+    await new Promise((resolve) => socket.on('close', resolve));
+    expect(proxy.stats().unreadable).toBe(before + 1);
+    expect(proxy.stats().lastUnreadable?.message).toMatch(/chunk size/);
   });
 
   it('matches rules on method and path, fires with the probability given, and counts requests', async () => {

@@ -79,5 +79,13 @@ describeS3(`fault suite on s3 (${target?.kind ?? 'skipped'})`, () => {
           }
         : undefined,
     stage: (prefix) => `s3://${bucket}/${prefix}`,
+    purge: async (prefix) => {
+      const c = testS3Client();
+      try {
+        await emptyBucket(c, bucket, prefix);
+      } finally {
+        c.destroy();
+      }
+    },
   });
 });

@@ -32,6 +32,11 @@ export interface FaultConfig {
   /** Files in a committed folder, and in a branch's source. */
   commitFiles: number;
   branchFiles: number;
+  /**
+   * A key (or stage) written by large puts and uploads is dropped after this many trials and a
+   * new one used, so that what a run stores stays small (`target.purge`).
+   */
+  rotateEvery: number;
 }
 
 function positive(env: NodeJS.ProcessEnv, name: string): number | undefined {
@@ -59,11 +64,12 @@ export function faultConfig(env: NodeJS.ProcessEnv = process.env): FaultConfig {
         seed: 0,
         folderFiles: 100,
         smallBytes: 16 * 1024,
-        largeBytes: 8 * MiB,
-        putBytes: 16 * MiB,
-        uploadBytes: 16 * MiB,
+        largeBytes: 4 * MiB,
+        putBytes: 8 * MiB,
+        uploadBytes: 4 * MiB,
         commitFiles: 50,
         branchFiles: 40,
+        rotateEvery: 5,
       }
     : {
         mode: 'short',
@@ -78,6 +84,7 @@ export function faultConfig(env: NodeJS.ProcessEnv = process.env): FaultConfig {
         uploadBytes: 2 * MiB,
         commitFiles: 16,
         branchFiles: 16,
+        rotateEvery: 5,
       };
   return {
     ...base,
@@ -143,6 +150,12 @@ export interface SuiteContext {
   scheme: string;
   /** A store straight to the server (never the proxy), with a fresh cache of its own. */
   direct(): Promise<ObjectStore>;
+  /** Run `fn` with a {@link direct} store, then close it and remove its cache. */
+  withDirect<T>(fn: (store: ObjectStore) => Promise<T>): Promise<T>;
+  /** Drop every version under `prefix` (of the bucket, ending in `/`) when the target can. */
+  purge(prefix: string): Promise<void>;
+  /** Drop a stage made by `target.stage(prefix)` (its folder, or its prefix in the bucket). */
+  purgeStage(stage: string, prefix: string): Promise<void>;
   /** The URI of `rel` under the run's prefix. */
   uri(rel: string): string;
   /** The URI of `rel` at the top of the bucket (branches are top-level folders). */

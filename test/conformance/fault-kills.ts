@@ -87,16 +87,31 @@ export async function killLoop(ctx: SuiteContext, figures: Figures): Promise<voi
   await loop.run();
 }
 
+/** The file the upload trials upload. */
+interface Upload {
+  path: string;
+  sha: string;
+  size: number;
+}
+
 class KillLoop {
   private readonly durations = new Map<Command, number>();
   private readonly reported = new Set<string>();
   private readonly memo = new Set<string>();
   private putTurn = 0;
   private putCurrent: string | undefined;
+  private putGeneration = 0;
   private commitFolder!: Folder;
   private commits = 0;
   private commitGeneration = 0;
-  private readonly localStage: string | undefined;
+  /** Where uploads go now: a stage that is dropped and replaced every `rotateEvery` uploads. */
+  private stage = {
+    uri: '',
+    prefix: '',
+    local: undefined as string | undefined,
+    uploads: 0,
+    gen: 0,
+  };
 
   private constructor(
     private readonly ctx: SuiteContext,
@@ -105,10 +120,17 @@ class KillLoop {
     private readonly fetchFolders: Folder[],
     private readonly putFiles: Array<{ path: string; sha: string }>,
     private readonly branchSource: { uri: string; folder: Folder } | undefined,
-    private readonly upload: { path: string; sha: string; size: number; stage: string } | undefined,
+    private readonly upload: Upload | undefined,
   ) {
-    const stage = upload?.stage;
-    this.localStage = stage?.startsWith('file:') ? fileURLToPath(stage) : undefined;
+    if (upload) this.nextStage();
+  }
+
+  /** Use a new stage for the uploads to come (see {@link FaultConfig.rotateEvery}). */
+  private nextStage(): void {
+    const prefix = `${this.ctx.prefix}stage-kill-${this.stage.gen}/`;
+    const uri = (this.ctx.target.stage as (prefix: string) => string)(prefix);
+    const local = uri.startsWith('file:') ? fileURLToPath(uri) : undefined;
+    this.stage = { uri, prefix, local, uploads: 0, gen: this.stage.gen + 1 };
   }
 
   static async setup(ctx: SuiteContext, figures: Figures): Promise<KillLoop> {
@@ -145,17 +167,12 @@ class KillLoop {
       const pinned = await store.commit(folder.uri, 'the source of the branch trials');
       branchSource = { uri: pinned.toString(), folder };
     }
-    let upload: { path: string; sha: string; size: number; stage: string } | undefined;
+    let upload: Upload | undefined;
     if (ctx.target.stage) {
       const bytes = randomBytes(config.uploadBytes);
       const file = path.join(ctx.work, 'upload.bin');
       await writeFile(file, bytes);
-      upload = {
-        path: file,
-        sha: ctx.contents.add(bytes),
-        size: bytes.length,
-        stage: ctx.target.stage(`${ctx.prefix}stage-kill/`),
-      };
+      upload = { path: file, sha: ctx.contents.add(bytes), size: bytes.length };
     }
     const loop = new KillLoop(ctx, figures, store, fetchFolders, putFiles, branchSource, upload);
     if (ctx.target.flags.versions) await loop.newCommitFolder();
@@ -334,8 +351,13 @@ class KillLoop {
   // ---- put -------------------------------------------------------------------------------
 
   private async putTrial(): Promise<void> {
+    // A new key every few trials, the old one dropped: a versioned store keeps every version.
+    if (this.putTurn > 0 && this.putTurn % this.ctx.config.rotateEvery === 0) {
+      await this.ctx.purge(`${this.ctx.prefix}kill/put-${this.putGeneration++}/`);
+      this.putCurrent = undefined;
+    }
     const next = this.putFiles[this.putTurn++ % 2] as { path: string; sha: string };
-    const uri = this.ctx.uri('kill/put/object.bin');
+    const uri = this.ctx.uri(`kill/put-${this.putGeneration}/object.bin`);
     const cache = path.join(this.ctx.work, 'cache-put');
     const args = ['put', next.path, uri, '--json'];
     const first = await this.first('put', args, cache);
@@ -375,6 +397,9 @@ class KillLoop {
   // ---- commit ----------------------------------------------------------------------------
 
   private async newCommitFolder(): Promise<void> {
+    if (this.commitGeneration > 0) {
+      await this.ctx.purge(`${this.ctx.prefix}kill/commit-${this.commitGeneration - 1}/`);
+    }
     const uri = this.ctx.uri(`kill/commit-${this.commitGeneration++}/`);
     this.commitFolder = await seedFolder(
       this.ctx,
@@ -387,15 +412,14 @@ class KillLoop {
   }
 
   /** The folder's log read fresh from the store (every commit object re-hashed), or the error. */
-  private async log(uri: string) {
-    const store = await this.ctx.direct();
-    try {
-      return await store.log(uri);
-    } catch (error) {
-      return error as Error;
-    } finally {
-      await closeStore(store);
-    }
+  private log(uri: string) {
+    return this.ctx.withDirect(async (store) => {
+      try {
+        return await store.log(uri);
+      } catch (error) {
+        return error as Error;
+      }
+    });
   }
 
   private async commitTrial(t: number): Promise<void> {
@@ -454,18 +478,18 @@ class KillLoop {
     this.commits = log.length;
     const newest = log[0];
     if (newest?.message === message) {
-      const store = await this.ctx.direct();
-      try {
+      const diff = await this.ctx.withDirect(async (store) => {
         const at = await store.fetch(`${folder.uri}?at=commit:${newest.id}`);
-        const diff = treeDiff(await treeOf(at.path), folder.files);
-        if (diff.length > 0)
-          this.figures.violation(
-            'wrongBytes',
-            `at commit ${newest.id}: ${diff.slice(0, 3).join(', ')}`,
-            { n: diff.length },
-          );
-      } finally {
-        await closeStore(store);
+        return treeDiff(await treeOf(at.path), folder.files);
+      });
+      if (diff.length > 0) {
+        this.figures.violation(
+          'wrongBytes',
+          `at commit ${newest.id}: ${diff.slice(0, 3).join(', ')}`,
+          {
+            n: diff.length,
+          },
+        );
       }
     }
     await this.temps(
@@ -478,8 +502,17 @@ class KillLoop {
   // ---- branch ----------------------------------------------------------------------------
 
   private async branchTrial(t: number): Promise<void> {
-    const source = this.branchSource as { uri: string; folder: Folder };
     const name = `fb-${this.ctx.id}-${t}`;
+    try {
+      await this.branch(name);
+    } finally {
+      // The copies are checked: drop them (the branch's record in .provcat/ is small).
+      await this.ctx.purge(`${name}/`);
+    }
+  }
+
+  private async branch(name: string): Promise<void> {
+    const source = this.branchSource as { uri: string; folder: Folder };
     const uri = this.ctx.top(`${name}/`);
     const { bucket } = this.store.locate(Uri.parse(uri));
     const cache = path.join(this.ctx.work, 'cache-branch');
@@ -516,18 +549,18 @@ class KillLoop {
         );
       return;
     }
-    const store = await this.ctx.direct();
-    try {
+    const diff = await this.ctx.withDirect(async (store) => {
       const got = await store.fetch(uri);
-      const diff = treeDiff(await treeOf(got.path), source.folder.files);
-      if (diff.length > 0)
-        this.figures.violation(
-          'wrongBytes',
-          `branch ${uri}: ${diff.slice(0, 3).join(', ')} — ${this.repro(args, cache)}`,
-          { n: diff.length },
-        );
-    } finally {
-      await closeStore(store);
+      return treeDiff(await treeOf(got.path), source.folder.files);
+    });
+    if (diff.length > 0) {
+      this.figures.violation(
+        'wrongBytes',
+        `branch ${uri}: ${diff.slice(0, 3).join(', ')} — ${this.repro(args, cache)}`,
+        {
+          n: diff.length,
+        },
+      );
     }
     await this.temps(
       this.ctx.target.localDirs ?? [],
@@ -539,14 +572,21 @@ class KillLoop {
   // ---- upload ----------------------------------------------------------------------------
 
   private async uploadTrial(t: number): Promise<void> {
-    const upload = this.upload as { path: string; sha: string; size: number; stage: string };
+    const upload = this.upload as Upload;
+    // A new stage every few uploads, the old one dropped: each upload is a new object.
+    if (this.stage.uploads >= this.ctx.config.rotateEvery) {
+      await this.ctx.purgeStage(this.stage.uri, this.stage.prefix);
+      this.nextStage();
+    }
+    this.stage.uploads++;
+    const { uri: stage, local } = this.stage;
     const cache = path.join(this.ctx.work, 'cache-upload');
     const checkpoints = path.join(this.ctx.work, 'checkpoints');
     const args = [
       'upload',
       upload.path,
       '--stage',
-      upload.stage,
+      stage,
       '--checkpoint-dir',
       checkpoints,
       '--json',
@@ -554,21 +594,24 @@ class KillLoop {
     const first = await this.first('upload', args, cache);
     let final = first;
     if (first.killed) {
-      await this.stageAtRest();
+      await this.stageAtRest(upload, stage, local);
       final = await runCli(args, { env: this.env(cache) });
       this.expectSuccess(final, args, cache, 'the rerun of a killed upload');
     }
-    if (final.code === 0) await this.readBack(JSON.parse(final.stdout), upload, t, cache);
+    if (final.code === 0) await this.readBack(JSON.parse(final.stdout), upload, stage, t, cache);
     const what = `after ${first.killed ? 'a killed upload and its rerun' : 'an upload'}`;
-    if (this.localStage) await this.temps([this.localStage], `the stage ${what}`, 'item 8');
+    if (local) await this.temps([local], `the stage ${what}`, 'item 8');
     await this.temps([checkpoints], `the checkpoint folder ${what}`);
   }
 
-  /** Objects in the stage are whole: a file of the upload's size (S3), or its bytes (a local stage). */
-  private async stageAtRest(): Promise<void> {
-    const upload = this.upload as { size: number; stage: string };
-    if (this.localStage) {
-      const rest = await judgeFiles([this.localStage], this.ctx.contents, this.memo);
+  /** Objects in the stage are whole: a file of the upload's size, or (a local stage) its bytes. */
+  private async stageAtRest(
+    upload: Upload,
+    stage: string,
+    local: string | undefined,
+  ): Promise<void> {
+    if (local) {
+      const rest = await judgeFiles([local], this.ctx.contents, this.memo);
       for (const f of rest.partial)
         this.figures.violation('partialFiles', `after a killed upload: ${f}`);
       for (const f of rest.corrupt)
@@ -577,23 +620,25 @@ class KillLoop {
     }
     let there: Array<{ uri: Uri; size: number | null }> = [];
     try {
-      there = await this.store.walk(upload.stage);
+      there = await this.store.walk(stage);
     } catch (error) {
       if ((error as Error).name !== 'NotFound') throw error;
     }
     for (const e of there) {
-      if (e.size !== upload.size)
+      if (e.size !== upload.size) {
         this.figures.violation(
           'partialFiles',
           `after a killed upload: ${e.uri} has ${e.size} bytes`,
         );
+      }
     }
   }
 
   /** The location names the upload's bytes, and `verify`, `cat -o` and a range read agree. */
   private async readBack(
     location: { sha256: string; sizeBytes: number },
-    upload: { path: string; sha: string; size: number; stage: string },
+    upload: Upload,
+    stage: string,
     t: number,
     cache: string,
   ): Promise<void> {
@@ -606,13 +651,14 @@ class KillLoop {
     }
     const loc = path.join(this.ctx.work, `location-${t}.json`);
     await writeFile(loc, JSON.stringify(location));
-    const verify = ['verify', `@${loc}`, '--stage', upload.stage];
+    const verify = ['verify', `@${loc}`, '--stage', stage];
     const v = await runCli(verify, { env: this.env(cache) });
-    if (v.code !== 0)
+    if (v.code !== 0) {
       this.figures.violation(
         'wrongBytes',
         `verify of a fresh upload exited ${v.code}: ${v.stderr.trim()} — ${this.repro(verify, cache)}`,
       );
+    }
     const outDir = path.join(this.ctx.work, 'out');
     await mkdir(outDir, { recursive: true });
     const out = path.join(outDir, `upload-${t}.bin`);
@@ -620,7 +666,7 @@ class KillLoop {
     const end = this.ctx.random.int(start + 1, upload.size);
     const whole = await readFile(upload.path);
     for (const extra of [[], ['--range', `${start}:${end}`]]) {
-      const cat = ['cat', `@${loc}`, '--stage', upload.stage, ...extra, '-o', out];
+      const cat = ['cat', `@${loc}`, '--stage', stage, ...extra, '-o', out];
       const c = await runCli(cat, { env: this.env(cache) });
       if (!this.expectSuccess(c, cat, cache, 'cat of a fresh upload')) continue;
       const want = extra.length === 0 ? whole : whole.subarray(start, end);
@@ -629,6 +675,7 @@ class KillLoop {
       }
       await rm(out, { force: true });
     }
+    await rm(loc, { force: true });
     await this.temps([outDir], 'the output folder after cat -o');
   }
 }

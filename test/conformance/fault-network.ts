@@ -17,6 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { exitCodeOf, isAbort, ProvcatError } from '../../src/errors.js';
 import type { ObjectStore } from '../../src/object-store.js';
 import {
@@ -81,6 +82,13 @@ export async function networkTrials(ctx: SuiteContext, figures: Figures): Promis
   try {
     const trials = await NetworkTrials.setup(ctx, figures, proxy);
     for (let t = 0; t < ctx.config.networkTrials; t++) await trials.trial();
+    const { unreadable, lastUnreadable } = proxy.stats();
+    if (unreadable > 0) {
+      figures.violation(
+        'failedRuns',
+        `the proxy could not read ${unreadable} connections (${lastUnreadable?.message}): the figures miss what they carried`,
+      );
+    }
   } finally {
     await proxy.close();
   }
@@ -98,6 +106,8 @@ interface Managed {
 
 class NetworkTrials {
   private readonly puts = new Map<string, string | undefined>();
+  /** Trials of each put and of uploads, for dropping their keys and stage every few (rotateEvery). */
+  private readonly turns = new Map<string, number>();
   private commits = 0;
   private readonly reported = new Set<string>();
   private readonly memo = new Set<string>();
@@ -430,7 +440,10 @@ class NetworkTrials {
 
   private async putTrial(trial: Trial): Promise<void> {
     const multipart = trial.op === 'put-multipart';
-    const rel = multipart ? 'net/put-multipart.bin' : 'net/put-small.bin';
+    const generation = await this.rotate(trial.op, (gen) =>
+      this.ctx.purge(`${this.ctx.prefix}net/${trial.op}-${gen}/`),
+    );
+    const rel = `net/${trial.op}-${generation}/object.bin`;
     const uri = this.ctx.uri(rel);
     const size = multipart
       ? 2 * (this.ctx.target.network?.multipartBytes ?? 0) + 1024 * 1024
@@ -547,18 +560,16 @@ class NetworkTrials {
       this.commits = log.length;
       const newest = log[0];
       if (newest?.message === message) {
-        const check = await this.ctx.direct();
-        try {
+        const diff = await this.ctx.withDirect(async (check) => {
           const at = await check.fetch(`${folder}?at=commit:${newest.id}`);
-          const diff = treeDiff(await treeOf(at.path), files);
-          if (diff.length > 0)
-            this.figures.violation(
-              'wrongBytes',
-              this.repro(trial, `at commit ${newest.id}: ${diff.slice(0, 3).join(', ')}`),
-              { n: diff.length },
-            );
-        } finally {
-          await closeStore(check);
+          return treeDiff(await treeOf(at.path), files);
+        });
+        if (diff.length > 0) {
+          this.figures.violation(
+            'wrongBytes',
+            this.repro(trial, `at commit ${newest.id}: ${diff.slice(0, 3).join(', ')}`),
+            { n: diff.length },
+          );
         }
       }
     } finally {
@@ -567,15 +578,26 @@ class NetworkTrials {
     }
   }
 
-  private async log(folder: string) {
-    const store = await this.ctx.direct();
-    try {
-      return await store.log(folder);
-    } catch (error) {
-      return error as Error;
-    } finally {
-      await closeStore(store);
-    }
+  private log(folder: string) {
+    return this.ctx.withDirect(async (store) => {
+      try {
+        return await store.log(folder);
+      } catch (error) {
+        return error as Error;
+      }
+    });
+  }
+
+  /**
+   * The generation of `op`'s key or stage: a new one every `rotateEvery` trials, the old one
+   * dropped with `drop` (a versioned store keeps every version of a key, and uploads add objects).
+   */
+  private async rotate(op: string, drop: (generation: number) => Promise<void>): Promise<number> {
+    const turn = this.turns.get(op) ?? 0;
+    this.turns.set(op, turn + 1);
+    const generation = Math.floor(turn / this.ctx.config.rotateEvery);
+    if (turn > 0 && turn % this.ctx.config.rotateEvery === 0) await drop(generation - 1);
+    return generation;
   }
 
   // ---- managed objects (the CLI) ---------------------------------------------------------
@@ -594,6 +616,16 @@ class NetworkTrials {
 
   private async uploadTrial(trial: Trial, forever: boolean): Promise<void> {
     const m = this.managed as Managed;
+    // Uploads go to a stage of their own, dropped and replaced every few trials.
+    const stageOf = (gen: number) => {
+      const prefix = `${this.ctx.prefix}stage-net-up-${gen}/`;
+      return { prefix, uri: (this.ctx.target.stage as (p: string) => string)(prefix) };
+    };
+    const generation = await this.rotate('upload', async (gen) => {
+      const old = stageOf(gen);
+      await this.ctx.purgeStage(old.uri, old.prefix);
+    });
+    const stage = stageOf(generation).uri;
     const cache = path.join(this.ctx.work, 'cache-net-cli');
     const checkpoints = path.join(this.ctx.work, 'net-checkpoints');
     const resumable = this.ctx.random.chance(0.5);
@@ -601,7 +633,7 @@ class NetworkTrials {
       'upload',
       m.file.path,
       '--stage',
-      m.stage,
+      stage,
       '--json',
       '--stall-timeout',
       '2',
@@ -615,7 +647,7 @@ class NetworkTrials {
     this.proxy.set([]);
     const outcome = this.cliOutcome(run);
     this.failed(trial, outcome, this.cliRepro(trial, args));
-    if (outcome.ok) await this.checkLocation(trial, run.stdout, 'upload');
+    if (outcome.ok) await this.checkLocation(trial, run.stdout, stage, 'upload');
     // The next upload, without a fault (with a checkpoint it resumes).
     const next = await runCli(args, { env: this.proxyEnv(cache) });
     if (next.code !== 0)
@@ -623,12 +655,17 @@ class NetworkTrials {
         'failedRuns',
         this.cliRepro(trial, args, `the next upload exited ${next.code}: ${next.stderr.trim()}`),
       );
-    else await this.checkLocation(trial, next.stdout, 'the next upload');
-    const stageDir = m.stage.startsWith('file:') ? [new URL(m.stage).pathname] : [];
+    else await this.checkLocation(trial, next.stdout, stage, 'the next upload');
+    const stageDir = stage.startsWith('file:') ? [fileURLToPath(stage)] : [];
     await this.temps([...stageDir, checkpoints], this.repro(trial, 'after the next upload'));
   }
 
-  private async checkLocation(trial: Trial, stdout: string, what: string): Promise<void> {
+  private async checkLocation(
+    trial: Trial,
+    stdout: string,
+    stage: string,
+    what: string,
+  ): Promise<void> {
     const m = this.managed as Managed;
     const loc = JSON.parse(stdout) as { sha256: string; sizeBytes: number };
     if (loc.sha256 !== m.file.sha || loc.sizeBytes !== m.file.size) {
@@ -637,7 +674,7 @@ class NetworkTrials {
     }
     const file = path.join(this.ctx.work, 'net-check-location.json');
     await writeFile(file, stdout);
-    const v = await runCli(['verify', `@${file}`, '--stage', m.stage], {
+    const v = await runCli(['verify', `@${file}`, '--stage', stage], {
       env: this.ctx.cliEnv(path.join(this.ctx.work, 'cache-net-cli')),
     });
     if (v.code !== 0)

@@ -94,7 +94,11 @@ export const FAULT_KINDS: readonly FaultKind[] = [
 export interface ProxyStats {
   connections: number;
   requests: number;
+  /** Connections dropped because their bytes were not HTTP/1.1 as the proxy reads it. */
+  unreadable: number;
   faults: Record<FaultKind, number>;
+  /** Why the last unreadable connection was dropped. */
+  lastUnreadable?: Error | undefined;
 }
 
 /** Options of {@link startFaultProxy}. */
@@ -363,8 +367,9 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
   const random = options.random ?? Math.random;
   let rules: Array<FaultRule & { left: number }> = [];
   const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
-  const counters = { connections: 0, requests: 0 };
+  const counters = { connections: 0, requests: 0, unreadable: 0 };
   const sockets = new Set<net.Socket>();
+  let lastUnreadable: Error | undefined;
 
   const set = (next: FaultRule[]) => {
     rules = next.map((r) => ({ ...r, left: r.next ?? Number.POSITIVE_INFINITY }));
@@ -561,8 +566,11 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
     const feed = (parser: MessageParser) => (data: Buffer) => {
       try {
         parser.feed(data);
-      } catch {
-        // Not HTTP/1.1 as far as this proxy can tell: drop the connection, as a middlebox would.
+      } catch (error) {
+        // Not HTTP/1.1 as far as this proxy can tell: drop the connection, as a middlebox would,
+        // and count it (a test that sees it can tell the proxy's limit from the driver's fault).
+        counters.unreadable++;
+        lastUnreadable = error as Error;
         destroy(false);
       }
     };
@@ -590,7 +598,7 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
     url: `http://127.0.0.1:${port}`,
     port,
     set,
-    stats: () => ({ ...counters, faults: { ...faults } }),
+    stats: () => ({ ...counters, faults: { ...faults }, lastUnreadable }),
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();

@@ -19,10 +19,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Contents } from './fault-checks.js';
 import { cliPath } from './fault-cli.js';
 import {
+  closeStore,
   type FaultConfig,
   faultConfig,
   KNOWN_FINDINGS,
@@ -74,6 +76,24 @@ export function faultSuite(target: ConformanceTarget, options: FaultSuiteOptions
         scheme,
         direct: async () =>
           target.store({ cache: await mkdtemp(path.join(work, 'cache-direct-')) }),
+        withDirect: async (fn) => {
+          const cache = await mkdtemp(path.join(work, 'cache-direct-'));
+          const store = target.store({ cache });
+          try {
+            return await fn(store);
+          } finally {
+            await closeStore(store);
+            await rm(cache, { recursive: true, force: true });
+          }
+        },
+        purge: async (prefix) => {
+          await target.purge?.(prefix);
+        },
+        purgeStage: async (stage, prefix) => {
+          if (stage.startsWith('file:'))
+            await rm(fileURLToPath(stage), { recursive: true, force: true });
+          else await target.purge?.(prefix);
+        },
         uri: (rel) => `${scheme}://${target.bucket}/faults-${id}/${rel}`,
         top: (rel) => `${scheme}://${target.bucket}/${rel}`,
         cliEnv: (cache, extra = {}) => ({

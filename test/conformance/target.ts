@@ -59,6 +59,13 @@ export interface ConformanceTarget {
    * need it.
    */
   stage?: ((prefix: string) => string) | undefined;
+  /**
+   * Remove every version of every key under `prefix` (a key prefix of `bucket`, ending in `/`,
+   * never written again). The fault suite calls it as it goes, so that thousands of trials on a
+   * versioned bucket keep little stored. A stage from {@link stage} that is not a `file://`
+   * folder must keep its objects under the same `prefix` of `bucket`, so that this removes them.
+   */
+  purge?: ((prefix: string) => Promise<void>) | undefined;
   /** Local folders the store itself writes into (the local store's root), checked for temps. */
   localDirs?: string[] | undefined;
 }
