@@ -225,6 +225,49 @@ describe('fault proxy', () => {
     expect(put?.bytes).toBeLessThanOrEqual(10_000);
   });
 
+  it('resets at the head of a response without a body: the server did the work, the client hears nothing', async () => {
+    let applied = 0;
+    const server2 = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        applied++;
+        res.statusCode = 204;
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => server2.listen(0, '127.0.0.1', resolve));
+    const local = await startFaultProxy({
+      target: `http://127.0.0.1:${(server2.address() as AddressInfo).port}`,
+      faults: [{ kind: 'reset', direction: 'response', method: 'PUT', next: 1 }],
+    });
+    try {
+      const put = await new Promise<{ status?: number; error?: Error }>((resolve) => {
+        const req = http.request(`${local.url}/x`, { method: 'PUT', agent: false });
+        req.on('response', (res) => resolve({ status: res.statusCode }));
+        req.on('error', (error) => resolve({ error }));
+        req.end(pattern(1000));
+      });
+      expect(put.status).toBeUndefined();
+      expect(put.error).toBeDefined();
+      expect(applied).toBe(1);
+      expect(local.stats().faults.reset).toBe(1);
+      // A request without a body is reset before the server sees it.
+      local.set([{ kind: 'reset', direction: 'request', method: 'GET', next: 1 }]);
+      const get = await new Promise<{ status?: number; error?: Error }>((resolve) => {
+        http
+          .get(`${local.url}/y`, { agent: false }, (res) => resolve({ status: res.statusCode }))
+          .on('error', (error) => resolve({ error }));
+      });
+      expect(get.error).toBeDefined();
+      expect(applied).toBe(1);
+      expect(local.stats()).toMatchObject({ requests: 2, faults: { reset: 2 } });
+    } finally {
+      await local.close();
+      server2.closeAllConnections();
+      await new Promise((resolve) => server2.close(resolve));
+    }
+  });
+
   it('stalls a response for S seconds and then goes on, or forever', async () => {
     proxy.set([{ kind: 'stall', direction: 'response', after: 1000, ms: 400, next: 1 }]);
     const slow = await ask({ path: '/bytes/50000' });

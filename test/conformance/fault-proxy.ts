@@ -35,7 +35,10 @@ export interface LatencyFault extends FaultMatch {
   kind: 'latency';
   ms: number;
 }
-/** Reset both connections (TCP RST) after `after` body bytes of the request or the response. */
+/**
+ * Reset both connections (TCP RST) after `after` body bytes of the request or the response; a
+ * request or response without a body is reset at its head, before it is forwarded.
+ */
 export interface ResetFault extends FaultMatch {
   kind: 'reset';
   direction: 'request' | 'response';
@@ -385,8 +388,8 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
   ): FaultRule[] =>
     rules.filter((r) => {
       if (phaseOf(r) !== phase || r.left <= 0) return false;
-      // Faults placed in a body wait for an exchange that has one.
-      if (!body && r.kind !== 'latency' && r.kind !== 'status') return false;
+      // Faults placed in a body wait for an exchange that has one; a reset then comes at the head.
+      if (!body && (r.kind === 'stall' || r.kind === 'truncate' || r.kind === 'flip')) return false;
       if (!matches(r.method, method, true) || !matches(r.path, path, false)) return false;
       if (random() >= (r.probability ?? 1)) return false;
       r.left--;
@@ -428,6 +431,10 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
         if (reset && s.readyState === 'open') s.resetAndDestroy();
         else s.destroy();
       }
+    };
+    const resetNow = () => {
+      faults.reset++;
+      destroy(true);
     };
     /** Close the client's side cleanly (FIN) and drop the server's. */
     const cutOff = () => {
@@ -513,6 +520,11 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
             bodyless: method === 'HEAD',
           };
           exchanges.push(x);
+          if (!hasBody && fired.some((f) => f.kind === 'reset')) {
+            // A request without a body is reset before the server sees it.
+            answering = true;
+            return toServer.push({ action: resetNow }, latency);
+          }
           if (!injected) return toServer.push({ data: seg.data }, latency);
           answering = true;
           return flushInjected();
@@ -549,7 +561,15 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
           );
           const hasBody =
             seg.head.status >= 200 && (framing === 'length' ? length > 0 : framing !== 'none');
-          x.responseFaults = placed(firing('response', x.method, x.target, hasBody), length);
+          if (seg.head.status < 200) return toClient.push({ data: seg.data }, x.latency);
+          const fired = firing('response', x.method, x.target, hasBody);
+          if (!hasBody && fired.some((f) => f.kind === 'reset')) {
+            // A response without a body (a PUT's) is reset instead of delivered: the server did
+            // the work, the client never hears of it.
+            cut = true;
+            return toClient.push({ action: resetNow }, x.latency);
+          }
+          x.responseFaults = placed(fired, length);
           return toClient.push({ data: seg.data }, x.latency);
         }
         if (seg.type === 'frame') return toClient.push({ data: seg.data }, x.latency);
