@@ -446,7 +446,7 @@ class NetworkTrials {
     const rel = `net/${trial.op}-${generation}/object.bin`;
     const uri = this.ctx.uri(rel);
     const size = multipart
-      ? 2 * (this.ctx.target.network?.multipartBytes ?? 0) + 1024 * 1024
+      ? (this.ctx.target.network?.multipartBytes ?? 0) + 64 * 1024
       : this.ctx.random.int(1, 256 * 1024);
     const bytes = randomBytes(size);
     const sha = this.ctx.contents.add(bytes);
