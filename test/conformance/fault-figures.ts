@@ -45,6 +45,8 @@ export interface FiguresJson {
   figures: Record<Invariant, number>;
   /** How many of those each known finding explains. */
   known: Record<string, number>;
+  /** Each invariant's count by where it was seen (`orphaned temps …: the cache after a killed fetch`). */
+  breakdown: Record<string, number>;
   /** Trials and seconds by operation (`fetch`, `put`, `cat with flip`, ...). */
   operations: Record<string, { trials: number; seconds: number }>;
   /** The first recorded violations, for a look. */
@@ -63,6 +65,10 @@ export class Figures {
     number
   >;
   readonly known = new Map<string, number>();
+  /** Each invariant's count by where it was seen (the `where` of each violation). */
+  readonly breakdown = new Map<string, number>();
+  /** The `where` of violations that give none (set by a part whose trials run one at a time). */
+  where: string | undefined;
   /** Trials and seconds spent, by operation. */
   readonly byOperation = new Map<string, { trials: number; seconds: number }>();
   private readonly unexplained: string[] = [];
@@ -103,16 +109,19 @@ export class Figures {
 
   /**
    * Record `n` violations of `invariant`. `detail` says what was seen and how to reproduce it;
-   * `known` names the known finding that explains it (a key of `knownFindings`).
+   * `known` names the known finding that explains it (a key of `knownFindings`); `where` says
+   * where it was seen, for the breakdown (`the cache after a killed fetch`, an operation).
    */
   violation(
     invariant: Invariant,
     detail: string,
-    options: { n?: number; known?: string } = {},
+    options: { n?: number; known?: string; where?: string } = {},
   ): void {
     const n = options.n ?? 1;
     if (n <= 0) return;
     this.counts[invariant] += n;
+    const key = `${INVARIANTS[invariant]}: ${options.where ?? this.where ?? 'other checks'}`;
+    this.breakdown.set(key, (this.breakdown.get(key) ?? 0) + n);
     const line = `${INVARIANTS[invariant]} ×${n}: ${detail}`;
     if (options.known !== undefined) {
       if (!(options.known in this.knownFindings)) {
@@ -146,6 +155,7 @@ export class Figures {
       faults: { ...this.faults },
       figures: { ...this.counts },
       known: Object.fromEntries(this.known),
+      breakdown: Object.fromEntries(this.breakdown),
       operations: Object.fromEntries(
         [...this.byOperation].map(([k, v]) => [
           k,
@@ -188,6 +198,7 @@ export class Figures {
     for (const label of Object.keys(this.knownFindings)) {
       if (!this.known.has(label)) lines.push(`  known ${label}: explained nothing this run`);
     }
+    for (const [where, n] of this.breakdown) lines.push(`  ${n} × ${where}`);
     for (const example of j.examples) lines.push(`  · ${example}`);
     return lines.join('\n');
   }

@@ -257,6 +257,7 @@ class KillLoop {
       this.figures.violation('orphanedTemps', `${what}: ${fresh.slice(0, 3).join(', ')}`, {
         n: fresh.length,
         known,
+        where: what,
       });
     }
   }

@@ -266,6 +266,7 @@ class NetworkTrials {
     const before = this.proxy.stats().faults;
     const started = performance.now();
     const forever = rule.kind === 'stall' && rule.ms === Number.POSITIVE_INFINITY;
+    this.figures.where = `${op} with ${rule.kind}${forever ? ' (forever)' : ''}`;
     try {
       if (op.startsWith('fetch')) await this.fetchTrial(trial, forever);
       else if (op.startsWith('put')) await this.putTrial(trial);
