@@ -4,10 +4,10 @@
  * command again to completion and check the result.
  *
  * The kill lands uniformly within the command's duration, measured by a first, complete run of
- * each command (which is checked like every other). After each trial: nothing partial is visible
- * (an interrupted fetch is never served offline as complete), the rerun completes, its result is
- * byte-exact, the folder's log is gapless with the trial's commit exactly once, and the rerun left
- * no temp of the killed run behind it. Put, commit, branch and upload run one at a time, so a temp
+ * each command (which is checked like every other) and refreshed by every run that completes.
+ * After each trial: nothing partial is visible (an interrupted fetch is never served offline as
+ * complete), the rerun completes, its result is byte-exact, the folder's log is gapless with the
+ * trial's commit exactly once, and the rerun left no temp of the killed run behind it. Put, commit, branch and upload run one at a time, so a temp
  * seen in the store is never a live one. Fetches write only into caches of their own, so they run
  * beside them, in lanes of their own folder and cache: a killed fetch's lock needs 5 s to go stale,
  * and the lanes wait that out together while the other commands go on.
@@ -228,7 +228,12 @@ class KillLoop {
   private async first(command: Command, args: string[], cache: string): Promise<CliRun> {
     const killAfterMs = this.delay(command);
     const run = await runCli(args, { env: this.env(cache), killAfterMs });
-    if (killAfterMs === undefined && run.code === 0) this.durations.set(command, run.ms);
+    // Every complete run refreshes the duration: the machine's load changes, and a kill drawn
+    // from an old, longer duration would land after the command ended.
+    if (!run.killed && run.code === 0) {
+      const known = this.durations.get(command);
+      this.durations.set(command, known === undefined ? run.ms : 0.7 * known + 0.3 * run.ms);
+    }
     if (run.killed) this.figures.kills++;
     else this.expectSuccess(run, args, cache, 'a run that was not killed');
     return run;
