@@ -641,13 +641,28 @@ class NetworkTrials {
       ...(resumable ? ['--checkpoint-dir', checkpoints] : []),
     ];
     this.proxy.set([trial.rule]);
+    // `--stall-timeout 2` ends a stalled upload within 2 s, plus 30 s for the abort
+    // (managed-objects.md); a run still going after that never will on its own.
+    const bound = 45_000;
     const run = await runCli(args, {
       env: this.proxyEnv(cache),
-      timeoutMs: forever ? 60_000 : 120_000,
+      timeoutMs: forever ? bound : 120_000,
     });
     this.proxy.set([]);
     const outcome = this.cliOutcome(run);
-    this.failed(trial, outcome, this.cliRepro(trial, args));
+    if (forever && run.hung) {
+      this.figures.violation(
+        'untypedFailures',
+        this.cliRepro(
+          trial,
+          args,
+          `still running after ${bound / 1000} s of a stall that never ends`,
+        ),
+        { known: 'new: upload stall' },
+      );
+    } else {
+      this.failed(trial, outcome, this.cliRepro(trial, args));
+    }
     if (outcome.ok) await this.checkLocation(trial, run.stdout, stage, 'upload');
     // The next upload, without a fault (with a checkpoint it resumes).
     const next = await runCli(args, { env: this.proxyEnv(cache) });
