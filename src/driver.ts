@@ -2,13 +2,21 @@
  * The data types of the driver primitives: what a driver hands the {@link ObjectStore} base.
  *
  * A driver is a thin translation of SDK calls into these shapes plus one error-mapping
- * function. Every rule that is not "one SDK call" (folders, walking, caching, offline mode,
- * commits, integrity) lives once in the base class.
+ * function (src/service-errors.ts). Every rule that is not "one SDK call" (folders, walking,
+ * caching, offline mode, commits, integrity, uploads in parts, managed stages, GC) lives once in
+ * the core. The whole surface a driver writes:
+ *
+ * 1. the twelve primitives of {@link ObjectStore} (`_head` ... `_copy`), returning the shapes
+ *    below;
+ * 2. optionally, {@link PartProtocol}: its store's native way to upload one object in parts (S3
+ *    multipart, GCS resumable sessions, Azure staged blocks), for large puts and managed uploads;
+ * 3. optionally, the {@link GetResult} fast-read fields (see "Fast reads" on that interface);
+ * 4. its error mapping (one function calling `serviceError`) and its stage descriptor kind
+ *    (src/lake/kinds.ts), registered by scheme and kind in src/registry.ts.
  *
  * @module
  */
 import type { Readable } from 'node:stream';
-import type { BodySink } from './net/http1-download.js';
 
 /** One object as a listing or a HEAD reports it. */
 export interface ObjectInfo {
@@ -27,6 +35,13 @@ export interface ObjectInfo {
   etag?: string | undefined;
   /** Last modification time, when known. */
   lastModified?: Date | undefined;
+  /**
+   * The SHA-256 (64 lowercase hex) recorded with the object by a put that passed
+   * {@link PutOptions.sha256}, on drivers with `capabilities.sha256Metadata`; reported by `_head`
+   * (and by `_pages` only where the store's listing carries it). A claim of the writer, not
+   * checked by the store.
+   */
+  sha256?: string | undefined;
 }
 
 /** One page of a listing: the folder prefixes (each ending in the delimiter) and the objects. */
@@ -63,7 +78,35 @@ export interface GetOptions {
   wholeUpTo?: number | undefined;
 }
 
-/** What `_get` returns: the body as a stream, and what the store said about it. */
+/**
+ * Receives a body. `data` is called with consecutive chunks, in order, one call at a time (the
+ * next call only after the previous one returned or its promise resolved).
+ *
+ * **A chunk is valid only until its `data` call returns, or its returned promise resolves.**
+ * Its memory is then reused for later bytes: copy what must outlive the call.
+ */
+export interface BodySink {
+  /** Handle one chunk (never empty). A throw or rejection fails the transfer with that error. */
+  data(chunk: Buffer): void | Promise<void>;
+  /**
+   * Deliver chunks of at least this many bytes where possible (a chunk is cut short only at a
+   * buffer's end or the body's end). Default 0: deliver whatever has arrived whenever the
+   * sink is free (a busy sink still gets everything that arrived meanwhile in one chunk).
+   */
+  readonly batchBytes?: number | undefined;
+}
+
+/**
+ * What `_get` returns: the body as a stream, and what the store said about it.
+ *
+ * **Fast reads** (optional; a driver sets none, one or several): `pipeTo` (the body delivered
+ * into a sink in reused buffers), `bytes` with `release` (a small body read whole, its memory
+ * reusable) and `file` (the bytes are an immutable local file the caller may copy with the
+ * kernel). A caller uses at most one of them, or `body`; `body` is always valid and always
+ * streams the same bytes. Each is only a faster way to the same bytes: the cache checks sizes
+ * (and digests where it has them) the same way whichever it takes, and ignoring them all is
+ * always correct.
+ */
 export interface GetResult {
   /** The bytes (the whole object, or the range). The caller must consume or destroy it. */
   body: Readable;
@@ -74,14 +117,21 @@ export interface GetResult {
   /** For a ranged read: the `Content-Range` header exactly as the store sent it. */
   contentRange?: string | undefined;
   /**
-   * Set by drivers that read the body into reused buffers (src/net/http1-download.ts): deliver
-   * the body to `sink` without a stream and without an allocation per read. A chunk is valid
+   * Fast read: set by drivers that read the body into reused buffers (src/net/http1-download.ts):
+   * deliver the body to `sink` without a stream and without an allocation per read. A chunk is valid
    * only until its `data` call resolves. Use either this or `body`, never both; `body` stays
    * valid for consumers that need a stream (it copies).
    */
   pipeTo?: ((sink: BodySink) => Promise<void>) | undefined;
   /**
-   * Set when the driver read the whole body into memory (see {@link GetOptions.wholeUpTo}):
+   * Fast read: set by drivers whose bytes already are a local file (the local store), for a
+   * read of the whole object: the caller may copy `path` itself (the kernel's copy,
+   * `fs.copyFile`) instead of reading `body`, and then leaves `body` alone (the driver opens
+   * nothing until `body` is first read). See {@link FileBody} for what the driver promises.
+   */
+  file?: FileBody | undefined;
+  /**
+   * Fast read: set when the driver read the whole body into memory (see {@link GetOptions.wholeUpTo}):
    * exactly `contentLength` bytes, the caller's to keep. `body` then streams the same bytes.
    */
   bytes?: Buffer | undefined;
@@ -92,6 +142,21 @@ export interface GetResult {
    * `body` instead must not call it.
    */
   release?: (() => void) | undefined;
+}
+
+/**
+ * The bytes of a GET as a local file ({@link GetResult.file}). The file belongs to the driver:
+ * the caller only reads (copies) it, and never writes, renames, links or keeps the path (a hard
+ * link would let an edit of the caller's file change the driver's). The driver sets it only for a file that no one
+ * changes while it may be read (an immutable version file): a copy from a file that shrank
+ * meanwhile may never end (libuv's copy loop retries a short source for ever). `size` is what
+ * the driver knows the file holds; a caller still checks the size of its copy.
+ */
+export interface FileBody {
+  /** Absolute path of the file. */
+  path: string;
+  /** Its size in bytes (the object's size). */
+  size: number;
 }
 
 /** One entry of `_history`: a version of a key, or a delete marker (`size === null`). */
@@ -117,11 +182,145 @@ export interface PutOptions {
   signal?: AbortSignal | undefined;
   /** Called with the cumulative number of bytes sent. */
   onProgress?: ((bytes: number) => void) | undefined;
+  /**
+   * The SHA-256 (64 lowercase hex) of the source's bytes, as the caller computed it. A driver with
+   * `capabilities.sha256Metadata` records it with the object (S3: `x-amz-meta-sha256`); others
+   * ignore it. The store does not check it: the caller vouches for it.
+   */
+  sha256?: string | undefined;
 }
 
 /** Options shared by calls that take only a signal. */
 export interface SignalOptions {
   signal?: AbortSignal | undefined;
+}
+
+/** Options of `_deleteIf`: delete only if the object is still this version. */
+export interface DeleteIfOptions extends SignalOptions {
+  /** The {@link ObjectInfo.version} the object must still have. */
+  version: string;
+  /**
+   * The store's version ID of that object, when it keeps versions: then exactly that version is
+   * deleted (its bytes go; no delete marker is left in its place), and a newer one stays.
+   */
+  versionId?: string | undefined;
+}
+
+/** Options of `_presign`. */
+export interface PresignPrimitiveOptions {
+  /** Seconds the URL stays valid (already checked: 1..3600). */
+  expiresIn: number;
+}
+
+// ---- uploads in parts ----------------------------------------------------------------------
+
+/** One part as the upload engine hands it to {@link PartProtocol.putPart}. */
+export interface PartUpload {
+  /** 1-based part number. */
+  readonly number: number;
+  /** Where the part starts in the object (every part but the last has the part size). */
+  readonly offset: number;
+  /** Bytes in the part. */
+  readonly size: number;
+  /**
+   * The bytes: in memory, or a stream of exactly `size` bytes (a range of a file, read as the
+   * request sends it). A stream can be read once: a protocol must not retry it itself (the
+   * engine sends the part again with a fresh stream). Bytes in memory may be retried by the SDK.
+   */
+  readonly body: Uint8Array | Readable;
+  /**
+   * For bytes in memory: a fresh stream of the same bytes, for each request the SDK writes, so
+   * that the bytes the socket takes can be counted (the engine's stall watchdog). Optional to use.
+   */
+  readonly restream?: (() => Readable) | undefined;
+  /** Aborts the part's request (a failure elsewhere, the stall watchdog, the caller). */
+  readonly signal: AbortSignal;
+}
+
+/** A part the store holds for an open upload, as {@link PartProtocol.listParts} reports it. */
+export interface ListedPart {
+  /** The store's name for the part: an ETag (S3), a block ID (Azure), `''` (GCS: by offset). */
+  token: string;
+  size: number;
+}
+
+/** A part to complete an upload from, in part-number order. */
+export interface CompletedPart {
+  number: number;
+  token: string;
+  size: number;
+}
+
+/** An upload left open (for garbage collection: stale ones are aborted). */
+export interface OpenUpload {
+  key: string;
+  /** The protocol's reference to it (what {@link PartProtocol.create} returned). */
+  upload: string;
+  /** When it was started, when the store says. */
+  initiated?: Date | undefined;
+}
+
+/** Options of {@link PartProtocol.create} and {@link PartProtocol.complete}. */
+export interface UploadObjectOptions extends SignalOptions {
+  contentType?: string | undefined;
+  /** The object's total size, when known (at `complete` always). */
+  size?: number | undefined;
+  /** At `create`: the SHA-256 to record with the object (see {@link PutOptions.sha256}). */
+  sha256?: string | undefined;
+}
+
+/**
+ * A store's native mechanism for uploading one object in parts, bound to one bucket: S3
+ * multipart uploads, GCS resumable sessions, Azure staged blocks, a local temp file written at
+ * offsets. The upload engine (src/upload/engine.ts) does everything else once: cutting parts,
+ * the in-flight limit, buffers, ordering, retries, the stall watchdog, checkpoints and resumes.
+ *
+ * Each method is one SDK call or a few, its errors mapped through the driver's one mapping. No
+ * object is visible under `key` before {@link complete} returns.
+ */
+export interface PartProtocol {
+  /** What it is, for messages: `multipart upload`, `resumable session`, `block list`. */
+  readonly name: string;
+  /** Highest part number (10,000 on S3, 50,000 on Azure). */
+  readonly maxParts: number;
+  /** Smallest part but the last (5 MiB on S3). */
+  readonly minPartSize: number;
+  /** Largest part (5 GiB on S3). */
+  readonly maxPartSize: number;
+  /**
+   * Parts must be sent one at a time, in order, and bytes the store committed are final (a GCS
+   * session). The engine then sends with one part in flight.
+   */
+  readonly sequential?: boolean | undefined;
+  /** What removes an upload left behind by a crash, for messages ("an AbortIncompleteMultipartUpload lifecycle rule"). */
+  readonly leftover: string;
+  /** Whether an upload interrupted by a crash can be resumed with {@link listParts}. */
+  readonly resumable: boolean;
+  /** Start an upload of `key`; returns the protocol's reference to it (an upload ID, a session URI). */
+  create(key: string, options: UploadObjectOptions): Promise<string>;
+  /** Send one part; resolves with its token once the store holds it. */
+  putPart(key: string, upload: string, part: PartUpload): Promise<string>;
+  /**
+   * Every part the store holds for the upload (all pages), by part number; `'gone'` when the
+   * upload no longer exists (completed, aborted, expired). `partSize` lets an offset-based store
+   * say which parts its committed bytes cover.
+   */
+  listParts(
+    key: string,
+    upload: string,
+    options: SignalOptions & { partSize: number },
+  ): Promise<Map<number, ListedPart> | 'gone'>;
+  /** Make the object visible from `parts` (1..n, in order); returns what was written. */
+  complete(
+    key: string,
+    upload: string,
+    parts: readonly CompletedPart[],
+    options: UploadObjectOptions & { size: number },
+  ): Promise<ObjectInfo>;
+  /** Discard the upload and its parts. An upload already gone is not an error. */
+  abort(key: string, upload: string, options?: SignalOptions): Promise<void>;
+  /** The uploads left open under `prefix` (every page). */
+  listUploads(prefix: string, options?: SignalOptions): AsyncIterable<OpenUpload>;
 }
 
 /**
@@ -139,4 +338,15 @@ export interface Capabilities {
   versions: boolean;
   /** `_get` honours byte ranges. */
   ranges: boolean;
+  /**
+   * `_put` records {@link PutOptions.sha256} with the object (in one request and in parts) and
+   * `_head` reports it as {@link ObjectInfo.sha256}. `provcat push` then recognizes an unchanged
+   * file whose ETag is no MD5 (a multipart ETag) by one HEAD. Default: false.
+   */
+  sha256Metadata?: boolean | undefined;
+  /**
+   * Every bucket keeps versions, whatever `makeBucket` was asked (the local store); unset when
+   * that depends on the bucket.
+   */
+  versionsAlways?: boolean | undefined;
 }

@@ -56,6 +56,46 @@ export class StoreError extends ProvcatError {
   }
 }
 
+/**
+ * The store refused the credentials or the caller's rights (HTTP 401 or 403): wrong or missing
+ * credentials, a bucket policy, a signature the store rejected. Never reported as
+ * {@link NotFound}: "not allowed to look" says nothing about whether the object exists.
+ */
+export class PermissionDenied extends StoreError {}
+
+/**
+ * A condition other than "create only if absent" failed: a delete or a copy conditional on a
+ * version or ETag that is no longer current (HTTP 412 outside a create). Nothing was changed.
+ */
+export class PreconditionFailed extends StoreError {}
+
+/**
+ * The store (or this driver on it) cannot do what was asked: versions on a bucket or container
+ * that keeps none, presigned URLs on a local stage, a conditional delete on a store without one.
+ * Raised before anything was changed.
+ */
+export class NotSupported extends StoreError {}
+
+/**
+ * A failure of an upload's source (the local file or stream being sent), not of the store: a
+ * file that does not exist or cannot be read, a FIFO or a directory given as a file, a stream
+ * that failed or ended before its declared size.
+ */
+export class SourceError extends ProvcatError {}
+
+/**
+ * The source changed while it was uploaded: a file whose size or mtime changed, that ended early
+ * or grew, or whose bytes sent differ from the bytes hashed. The upload is abandoned (and
+ * aborted); no object appears.
+ */
+export class SourceChanged extends SourceError {}
+
+/**
+ * The source needs more parts than the store's part protocol accepts (10,000 on S3, 50,000
+ * blocks on Azure). Raised before the first part beyond the limit is sent; the upload is aborted.
+ */
+export class PartLimitExceeded extends ProvcatError {}
+
 /** What became of a stalled multipart upload (see {@link UploadStalled}). */
 export type StalledUploadOutcome =
   /** AbortMultipartUpload succeeded (or the upload was already gone): nothing is left behind. */
@@ -95,6 +135,28 @@ export class UploadStalled extends StoreError {
   }
 }
 
+/** What a push sent before the commit that followed it failed (see {@link NotCommitted}). */
+export interface PushedCounts {
+  uploaded: number;
+  skipped: number;
+  deleted: number;
+  bytes: number;
+}
+
+/**
+ * A push-then-commit (`commit --from`) pushed the local folder, but the commit that followed
+ * failed, so no commit was made. The pushed files stay in the store; {@link pushed} says what was
+ * sent; `cause` is the commit's own error, and the CLI exits with the status of that cause.
+ */
+export class NotCommitted extends ProvcatError {
+  /** What the push did before the commit failed. */
+  readonly pushed: PushedCounts;
+  constructor(message: string, options: ProvcatErrorOptions & { pushed: PushedCounts }) {
+    super(message, options);
+    this.pushed = options.pushed;
+  }
+}
+
 /** Offline mode is on and the cache cannot answer. */
 export class OfflineMiss extends ProvcatError {}
 
@@ -129,10 +191,14 @@ export class ObjectIntegrityError extends ProvcatError {
 
 /** CLI exit status per error class (a fixed contract; see docs/cli.md). */
 export function exitCodeOf(error: unknown): number {
+  if (error instanceof NotCommitted) return exitCodeOf(error.cause);
   if (error instanceof NotFound) return 3;
   if (error instanceof Exists) return 4;
   if (error instanceof OfflineMiss) return 5;
   if (error instanceof ObjectIntegrityError) return 6;
+  if (error instanceof PermissionDenied) return 9;
+  if (error instanceof PreconditionFailed) return 10;
+  if (error instanceof NotSupported) return 11;
   if (error instanceof StoreError) return 7;
   if (error instanceof UriError) return 8;
   return 1;

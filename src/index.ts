@@ -19,18 +19,29 @@ export {
   type LogEntry,
   loadCommit,
 } from './commits/index.js';
+export type { DeleteFolderOptions, DeleteFolderResult } from './delete-folder.js';
+export type { DiffChange, DiffFile, DiffOptions, DiffResult } from './diff.js';
 export type {
+  BodySink,
   ByteRange,
   Capabilities,
+  CompletedPart,
   CreateMode,
+  DeleteIfOptions,
   GetOptions,
   GetResult,
+  ListedPart,
   ListPage,
   ObjectInfo,
+  OpenUpload,
   PagesOptions,
+  PartProtocol,
+  PartUpload,
+  PresignPrimitiveOptions,
   PutOptions,
   PutSource,
   SignalOptions,
+  UploadObjectOptions,
   VersionRecord,
 } from './driver.js';
 export { type Entry, type EntryJson, entryToJson } from './entry.js';
@@ -38,20 +49,29 @@ export {
   Exists,
   exitCodeOf,
   type IntegrityKind,
+  NotCommitted,
   NotFound,
+  NotSupported,
   ObjectIntegrityError,
   OfflineMiss,
+  PartLimitExceeded,
+  PermissionDenied,
+  PreconditionFailed,
   ProvcatError,
   type ProvcatErrorOptions,
+  type PushedCounts,
+  SourceChanged,
+  SourceError,
   type StalledUploadOutcome,
   StoreError,
   UploadStalled,
   UriError,
 } from './errors.js';
 export * from './lake/index.js';
-export type { BodySink } from './net/http1-download.js';
+
 export {
   type CallOptions,
+  type CommitCallOptions,
   type FetchOptions,
   type FetchResult,
   type Location,
@@ -60,7 +80,24 @@ export {
   type PutCallOptions,
   type WalkOptions,
 } from './object-store.js';
+export type {
+  CommitFromOptions,
+  CommitFromResult,
+  PushAction,
+  PushOptions,
+  PushResult,
+} from './push/push.js';
 export { type DriverFactory, registerDriver, registeredSchemes, storeFor } from './registry.js';
+export {
+  backoffMs,
+  isRetryable,
+  RETRY_ATTEMPTS,
+  RETRY_BASE_MS,
+  RETRY_CAP_MS,
+  type RetryOptions,
+  withRetries,
+} from './retry.js';
+export { type ServiceFailure, serviceError } from './service-errors.js';
 export {
   offlineFromEnv,
   type Progress,
@@ -68,4 +105,11 @@ export {
   Store,
   type StoreOptions,
 } from './store.js';
+export {
+  DEFAULT_STALL_TIMEOUT_MS,
+  partSizeFor,
+  type UploadSettings,
+  type UploadSettingsOptions,
+  uploadSettings,
+} from './upload/settings.js';
 export { type At, toUri, Uri } from './uri.js';

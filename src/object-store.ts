@@ -15,27 +15,34 @@ import { stat as fsStat } from 'node:fs/promises';
 import type { VersionMeta } from './cache/cache.js';
 import { fetchUri } from './cache/fetch.js';
 import type { BranchOptions } from './commits/branch.js';
-import type { CommitOptions } from './commits/commit.js';
 import type { CommitFile } from './commits/format.js';
 import type { LogEntry } from './commits/log.js';
+import type { DeleteFolderOptions, DeleteFolderResult } from './delete-folder.js';
+import type { DiffOptions, DiffResult } from './diff.js';
 import type {
   Capabilities,
   CreateMode,
+  DeleteIfOptions,
   GetOptions,
   GetResult,
   ListPage,
   ObjectInfo,
   PagesOptions,
+  PartProtocol,
+  PresignPrimitiveOptions,
   PutOptions,
   PutSource,
   SignalOptions,
   VersionRecord,
 } from './driver.js';
 import type { Entry } from './entry.js';
-import { NotFound, OfflineMiss, StoreError, UriError } from './errors.js';
+import { NotFound, NotSupported, OfflineMiss, SourceError, UriError } from './errors.js';
 import { compareUtf8, META_PREFIX } from './keys.js';
-import { type ProgressCallback, Store } from './store.js';
-import { toUri, Uri } from './uri.js';
+import type { CommitFromOptions, PushOptions, PushResult } from './push/push.js';
+import { type ProgressCallback, Store, type StoreOptions } from './store.js';
+import type { PartBufferPool } from './upload/parts.js';
+import { type UploadSettings, uploadSettings } from './upload/settings.js';
+import { encodeSegment, toUri, Uri } from './uri.js';
 
 /** Options of {@link ObjectStore.walk}. */
 export interface WalkOptions {
@@ -74,6 +81,15 @@ export interface PutCallOptions {
   onProgress?: ProgressCallback | undefined;
 }
 
+/**
+ * Options of {@link ObjectStore.commit}: the commit's, and with `from` a local folder pushed to
+ * the folder first (with the push's options: `delete`, `concurrency`, `onProgress`).
+ */
+export interface CommitCallOptions extends CommitFromOptions {
+  /** A local folder to push to the folder before committing it (src/push/push.ts). */
+  from?: string | undefined;
+}
+
 /** Options of calls that take only a signal. */
 export interface CallOptions {
   signal?: AbortSignal | undefined;
@@ -96,6 +112,16 @@ export abstract class ObjectStore extends Store {
   abstract readonly driver: string;
   /** What the driver can do. */
   abstract readonly capabilities: Capabilities;
+  /** How large objects are put: threshold, part size, parts in flight, stall timeout. */
+  readonly uploads: UploadSettings;
+  /** Part buffers of stream puts, made by the first one. */
+  private partPool: PartBufferPool | undefined;
+
+  /** Throws RangeError for options out of range. Makes no I/O. */
+  constructor(options: StoreOptions = {}) {
+    super(options);
+    this.uploads = uploadSettings(options);
+  }
 
   /** The bucket and key a URI names. Throws {@link UriError} for another scheme. */
   locate(uri: Uri): Location {
@@ -205,15 +231,16 @@ export abstract class ObjectStore extends Store {
     const u = toUri(uri);
     const { bucket, key } = this.writable(u, 'put');
     let size: number | undefined;
-    if (typeof source === 'string') size = (await fsStat(source)).size;
+    if (typeof source === 'string') size = await sourceFileSize(source);
     else if (source instanceof Uint8Array) size = source.byteLength;
     const progress = this.progressFor('put', u, options.onProgress, size);
-    const info = await this._put(bucket, key, source, {
+    const putOptions = {
       size,
       contentType: options.contentType,
       signal: options.signal,
       onProgress: progress,
-    });
+    };
+    const info = await this._put(bucket, key, source, putOptions);
     return this.fileEntry(u, info);
   }
 
@@ -222,6 +249,40 @@ export abstract class ObjectStore extends Store {
     const u = toUri(uri);
     const { bucket, key } = this.writable(u, 'delete');
     await this._delete(bucket, key, { signal: options.signal });
+  }
+
+  /**
+   * Upload the files of a local folder to a store folder, with at most `concurrency` requests
+   * in flight, skipping files whose object already holds their bytes (decided from one listing;
+   * see src/push/push.ts); with `delete`, also delete the objects the local folder lacks (never
+   * `.provcat/`); with `dryRun`, only report. Unnameable or colliding names, links to folders
+   * and special files are refused before anything is sent.
+   */
+  async push(localDir: string, uri: Uri | string, options: PushOptions = {}): Promise<PushResult> {
+    const { pushFolder } = await import('./push/push.js');
+    return pushFolder(this, localDir, uri, options);
+  }
+
+  /**
+   * Delete every object under a folder (never `.provcat/`), at most `concurrency` at a time;
+   * returns how many. A bucket root is refused unless `force`; `NotFound` for an empty folder.
+   */
+  async deleteFolder(
+    uri: Uri | string,
+    options: DeleteFolderOptions = {},
+  ): Promise<DeleteFolderResult> {
+    const { deleteFolder } = await import('./delete-folder.js');
+    return deleteFolder(this, uri, options);
+  }
+
+  /**
+   * The files added, removed and changed from folder `a` to `b` (a URI, or a commit ID of `a`'s
+   * folder; default: `a`'s folder now). A side at `?at=commit:` is answered from the commit's
+   * manifest, so two cached commits diff offline. See src/diff.ts for what "changed" means.
+   */
+  async diff(a: Uri | string, b?: Uri | string, options: DiffOptions = {}): Promise<DiffResult> {
+    const { diffFolders } = await import('./diff.js');
+    return diffFolders(this, a, b, options);
   }
 
   /**
@@ -238,9 +299,14 @@ export abstract class ObjectStore extends Store {
    * Record the version of every file under a folder as a new commit, and return the folder
    * pinned to it (`?at=commit:ID`). A consistent snapshot (two equal listings) or a
    * `StoreError`; numbered without gaps or duplicates however many processes commit at once.
-   * See docs/commit-format.md.
+   * With `from`, the local folder is pushed first ({@link push}); a commit that then fails is
+   * `NotCommitted` (the pushed files stay). See docs/commit-format.md.
    */
-  async commit(uri: Uri | string, message: string, options: CommitOptions = {}): Promise<Uri> {
+  async commit(uri: Uri | string, message: string, options: CommitCallOptions = {}): Promise<Uri> {
+    if (options.from !== undefined) {
+      const { commitFrom } = await import('./push/push.js');
+      return (await commitFrom(this, options.from, uri, message, options)).uri;
+    }
     const { commitFolder } = await import('./commits/commit.js');
     return commitFolder(this, uri, message, options);
   }
@@ -263,7 +329,11 @@ export abstract class ObjectStore extends Store {
 
   // ---- helpers of the API ------------------------------------------------------------------
 
-  /** Throw `OfflineMiss` when offline: the guard before every primitive call. */
+  /**
+   * Throw `OfflineMiss` when offline: the one guard every network use passes. The base calls it
+   * before any primitive it needs the store for; a driver calls {@link requireOnline} before it
+   * makes or uses a client, so even a primitive called directly makes no connection offline.
+   */
   online(uri: Uri, what: string): void {
     if (this.offline) {
       throw new OfflineMiss(
@@ -272,6 +342,16 @@ export abstract class ObjectStore extends Store {
           uri: uri.toString(),
         },
       );
+    }
+  }
+
+  /**
+   * The driver's side of the offline guard: throw `OfflineMiss` when offline, before a client
+   * is made or a request sent (`what`: the operation, `uri`: what it is about).
+   */
+  requireOnline(what: string, uri: string): void {
+    if (this.offline) {
+      throw new OfflineMiss(`offline: no ${this.driver} call (${what} ${uri})`, { uri });
     }
   }
 
@@ -551,18 +631,99 @@ export abstract class ObjectStore extends Store {
     return this.capabilities.versions ? 'atomic' : 'none';
   }
 
+  // ---- optional primitives ----------------------------------------------------------------
+
+  /**
+   * The store's native way to upload one large object in parts, bound to `bucket` (S3 multipart,
+   * GCS resumable sessions, Azure staged blocks); `undefined` (the default) when the driver has
+   * none, and `put` then always makes one `_put`. See {@link PartProtocol}.
+   */
+  partProtocol(_bucket: string): PartProtocol | undefined {
+    return undefined;
+  }
+
+  /**
+   * `_put` on the upload engine (src/upload/put.ts), for drivers with a {@link partProtocol}:
+   * one request through `single` when the source is small (at most `uploads.multipartThreshold`
+   * bytes, or a stream that ends within one part), else an upload in parts with bounded memory
+   * that is aborted on any failure. A driver's `_put` is then one line:
+   * `return this.putInParts(bucket, key, source, options, (s, o) => this.putOne(...))`.
+   */
+  protected async putInParts(
+    bucket: string,
+    key: string,
+    source: PutSource,
+    options: PutOptions,
+    single: (source: PutSource, options: PutOptions) => Promise<ObjectInfo>,
+  ): Promise<ObjectInfo> {
+    const protocol = this.partProtocol(bucket);
+    if (protocol === undefined) return single(source, options);
+    const [{ putObject }, { PartBufferPool }] = await Promise.all([
+      import('./upload/put.js'),
+      import('./upload/parts.js'),
+    ]);
+    this.partPool ??= new PartBufferPool();
+    return putObject(
+      {
+        protocol,
+        putOne: single,
+        key,
+        uri: `${this.scheme}://${bucket}/${key.split('/').map(encodeSegment).join('/')}`,
+        settings: this.uploads,
+        pool: this.partPool,
+        debug: (m) => this.logger(m),
+      },
+      source,
+      options,
+    );
+  }
+
+  /**
+   * Delete one object only if it is still `version` (the store's conditional delete: an object
+   * rewritten since is kept, {@link PreconditionFailed}); `NotFound` when there is none.
+   * Garbage collection deletes with it. Default: {@link NotSupported}.
+   */
+  async _deleteIf(bucket: string, key: string, _options: DeleteIfOptions): Promise<void> {
+    throw new NotSupported(
+      `the ${this.driver} driver has no conditional delete (${bucket}/${key})`,
+    );
+  }
+
+  /**
+   * A time-limited GET URL of one object, signed with the store's credentials (managed-object
+   * presigned reads). Default: {@link NotSupported}.
+   */
+  async _presign(bucket: string, key: string, _options: PresignPrimitiveOptions): Promise<string> {
+    throw new NotSupported(`the ${this.driver} driver cannot presign URLs (${bucket}/${key})`);
+  }
+
   /**
    * Create a bucket (idempotent where the store allows), with versioning when asked. Drivers
    * that can make buckets override this; the default refuses.
    */
   async makeBucket(bucket: string, _options: { versioning?: boolean } = {}): Promise<void> {
-    throw new StoreError(`the ${this.driver} driver cannot create buckets (${bucket})`);
+    throw new NotSupported(`the ${this.driver} driver cannot create buckets (${bucket})`);
   }
 
-  /** The StoreError a driver without versions raises from the version primitives. */
-  protected noVersions(): StoreError {
-    return new StoreError(`the ${this.driver} driver keeps no versions`);
+  /** The error (a StoreError) a driver without versions raises from the version primitives. */
+  protected noVersions(): NotSupported {
+    return new NotSupported(`the ${this.driver} driver keeps no versions`);
   }
+}
+
+/**
+ * The size of a local file to upload: SourceError when it cannot be read or is not a regular
+ * file (a FIFO would block the put, a directory is not an object).
+ */
+async function sourceFileSize(file: string): Promise<number> {
+  let stats: Awaited<ReturnType<typeof fsStat>>;
+  try {
+    stats = await fsStat(file);
+  } catch (cause) {
+    throw new SourceError(`cannot read ${file}: ${(cause as Error).message}`, { cause });
+  }
+  if (!stats.isFile()) throw new SourceError(`cannot upload ${file}: not a regular file`);
+  return stats.size;
 }
 
 /** A folder entry. */

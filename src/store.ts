@@ -4,6 +4,7 @@
  * @module
  */
 import { Cache } from './cache/cache.js';
+import type { UploadSettingsOptions } from './upload/settings.js';
 
 /** Progress of a long operation: cumulative bytes and files so far, and totals when known. */
 export interface Progress {
@@ -20,19 +21,29 @@ export interface Progress {
 /** A progress callback; called often, so keep it cheap. */
 export type ProgressCallback = (progress: Progress) => void;
 
-/** The options every store takes. Driver options extend these. */
-export interface StoreOptions {
+/**
+ * The options every store takes (with the upload settings of large puts, src/upload/put.ts).
+ * Driver options extend these.
+ */
+export interface StoreOptions extends UploadSettingsOptions {
   /** The cache, or its root directory. Default: `PROVCAT_CACHE_DIR`, else env-paths' cache dir. */
   cache?: Cache | string | undefined;
   /** No network call at all; see docs/guide.md#offline. Default: `PROVCAT_OFFLINE=1`. */
   offline?: boolean | undefined;
-  /** Most transfers in flight in a folder fetch or a branch. Default 16. */
+  /**
+   * Transfers in flight in a folder fetch or a branch. Default: a folder fetch starts at 16 and
+   * grows (up to {@link ADAPTIVE_MAX_CONCURRENCY}) while more in flight makes it faster, as when
+   * round trips dominate; a number given here fixes it.
+   */
   concurrency?: number | undefined;
   /** Progress of long transfers. */
   onProgress?: ProgressCallback | undefined;
   /** Where debug messages go (default: `node:util` debuglog `provcat`). */
   logger?: ((message: string) => void) | undefined;
 }
+
+/** The most transfers an adaptive folder fetch grows to (see {@link StoreOptions.concurrency}). */
+export const ADAPTIVE_MAX_CONCURRENCY = 64;
 
 /** True when `PROVCAT_OFFLINE` asks for offline mode. */
 export function offlineFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
@@ -46,8 +57,10 @@ export abstract class Store {
   readonly cache: Cache;
   /** Offline mode: no network call at all. */
   readonly offline: boolean;
-  /** Most transfers in flight for folder operations. */
+  /** Transfers in flight for folder operations (where a fetch starts, when adaptive). */
   readonly concurrency: number;
+  /** True when `concurrency` was not given: folder fetches adapt their window. */
+  readonly adaptiveConcurrency: boolean;
   /** The progress callback, if any. */
   readonly onProgress: ProgressCallback | undefined;
   /** Debug logger. */
@@ -62,7 +75,15 @@ export abstract class Store {
       throw new RangeError(`concurrency must be an integer in 1..256, not ${concurrency}`);
     }
     this.concurrency = concurrency;
+    this.adaptiveConcurrency = options.concurrency === undefined;
     this.onProgress = options.onProgress;
     this.logger = options.logger ?? (() => {});
   }
+
+  /**
+   * Release what the store holds open (keep-alive sockets, SDK clients it built) after writing
+   * what it learned (the S3 driver's routes). The store stays usable: a later call reconnects.
+   * Idempotent. The CLI calls it after every command; a long-lived program calls it at exit.
+   */
+  async close(): Promise<void> {}
 }

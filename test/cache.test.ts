@@ -106,6 +106,51 @@ describe('the cache across processes', () => {
     expect(await readTree(results[0]?.path as string)).toEqual(files);
   }, 60_000);
 
+  it('after a fetch killed halfway, the refetch downloads only the files whose blobs are missing (S3-like listings)', async () => {
+    const root = temp('root');
+    const cache = temp('cache');
+    const N = 300;
+    const seeder = new LocalStore({ root, cache: temp('seed') });
+    await Promise.all(
+      Array.from({ length: N }, (_, i) =>
+        seeder.put(`local://b/set/d${i % 5}/f${i}.txt`, Buffer.from(`file ${i} `.repeat(20))),
+      ),
+    );
+    // As on S3: listings carry no version ID, the version is the ETag, a GET reports both.
+    const env = { S3_LIKE: '1', KILL_AFTER_FILES: '100' };
+    const killed = await finished(child([root, cache, 'local://b/set/'], env));
+    expect(killed.code, killed.err).toBeNull();
+    const complete = (await allFiles(path.join(cache, 'v1', 'blobs'))).filter(
+      (f) => !path.basename(f).startsWith('.tmp-'),
+    ).length;
+    expect(complete).toBeGreaterThanOrEqual(100);
+    expect(complete).toBeLessThan(N);
+
+    const store = new LocalStore({ root, cache });
+    const pages = store._pages.bind(store);
+    store._pages = async function* (...args) {
+      for await (const page of pages(...args)) {
+        const objects = page.objects.map((o) => ({
+          ...o,
+          versionId: undefined,
+          version: o.etag ?? '',
+        }));
+        yield { ...page, objects };
+      }
+    };
+    const get = store._get.bind(store);
+    store._get = async (...args) => {
+      const res = await get(...args);
+      return { ...res, info: { ...res.info, version: res.info.etag ?? '' } };
+    };
+    const again = await store.fetch('local://b/set/');
+    expect(again).toMatchObject({ files: N, downloaded: N - complete });
+    expect(Object.keys(await readTree(again.path))).toHaveLength(N);
+    // And the blobs a folder fetch stored are shared with a commit of the same versions.
+    const pinned = await store.commit('local://b/set/', 'all');
+    expect(await store.fetch(pinned)).toMatchObject({ files: N, downloaded: 0 });
+  }, 60_000);
+
   it('refuses hostile keys and URIs, writing nothing outside the local root or the cache', async () => {
     const parent = temp('hostile');
     const root = path.join(parent, 'root');
@@ -214,7 +259,8 @@ describe('cache folders', () => {
         store.put(`local://b/many/d${i % 7}/f${i}.txt`, Buffer.from(`file ${i}`)),
       ),
     );
-    const made = vi.spyOn(store.cache, 'ensureDir');
+    // One level of the cache's safe mkdir -p (its parents are made or checked first).
+    const made = vi.spyOn(store.cache as unknown as { makeLevel(dir: string): void }, 'makeLevel');
     const r = await store.fetch('local://b/many/');
     expect(r).toMatchObject({ files: 300, downloaded: 300 });
     const dirs = made.mock.calls.map(([dir]) => dir);

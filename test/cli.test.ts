@@ -6,6 +6,8 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { LocalStore } from '../drivers/local/index.js';
+import { forEachLimit } from '../src/concurrency.js';
 import {
   Exists,
   exitCodeOf,
@@ -128,6 +130,37 @@ describe('provcat CLI', () => {
     expect(run().code).toBe(2);
     expect(run('--help').code).toBe(0);
     expect(run('put', '/nonexistent/file', 'local://b/x').code).toBe(1);
+  });
+
+  it('a reader of stdout that goes away (walk … --json | head -c 10) ends any command quietly, exit 1', async () => {
+    const { dir, env } = sandbox();
+    const store = new LocalStore({ root: env.PROVCAT_LOCAL_ROOT, cache: env.PROVCAT_CACHE_DIR });
+    // Enough entries that the output is far bigger than a pipe's buffer.
+    await forEachLimit(
+      Array.from({ length: 600 }, (_, i) => i),
+      32,
+      async (i) => {
+        await store.put(`local://b/many/f${i}-${'long-name-'.repeat(8)}.txt`, Buffer.from('x'));
+      },
+    );
+    for (const args of [
+      ['walk', 'local://b/many/', '--json'],
+      ['ls', 'local://b/many/'],
+      ['ls', 'local://b/many/', '--json'],
+    ]) {
+      const errFile = path.join(dir, 'stderr.txt');
+      const quoted = [BIN, ...args].map((a) => `'${a}'`).join(' ');
+      const r = spawnSync(
+        'bash',
+        [
+          '-c',
+          `"${process.execPath}" ${quoted} 2>"${errFile}" | head -c 10; echo " \${PIPESTATUS[0]}"`,
+        ],
+        { env: { ...process.env, ...env, PROVCAT_OFFLINE: '' }, encoding: 'utf8' },
+      );
+      expect(r.stdout, args.join(' ')).toMatch(/^.{10} 1\n$/s);
+      expect(await readFile(errFile, 'utf8'), args.join(' ')).toBe('');
+    }
   });
 
   it('maps every error class to its exit code', () => {

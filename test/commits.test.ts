@@ -38,7 +38,13 @@ import { loadCommit } from '../src/commits/load.js';
 import { logFolder } from '../src/commits/log.js';
 import { pinUri } from '../src/commits/pin.js';
 import type { VersionRecord } from '../src/driver.js';
-import { ObjectIntegrityError, OfflineMiss, StoreError } from '../src/errors.js';
+import {
+  exitCodeOf,
+  NotFound,
+  ObjectIntegrityError,
+  OfflineMiss,
+  StoreError,
+} from '../src/errors.js';
 import { registerDriver } from '../src/registry.js';
 import { Uri } from '../src/uri.js';
 import { conformance } from './conformance/index.js';
@@ -346,6 +352,24 @@ describe('create modes', () => {
   });
 });
 
+describe('branch sources that hold nothing', () => {
+  it('a missing source folder, or a commit with nothing there, is NotFound (exit 3)', async () => {
+    const s = mem();
+    await put(s, 'main/a.txt', 'a');
+    const missing = await rejection(branchFrom(s, `mem://${B}/br/`, 'nothing-here'));
+    expect(missing).toBeInstanceOf(NotFound);
+    expect(exitCodeOf(missing)).toBe(3);
+    expect((missing as NotFound).message).toMatch(/nothing-here/);
+    const viaUri = await rejection(branchFrom(s, `mem://${B}/br/`, `mem://${B}/main/sub/`));
+    expect(viaUri).toBeInstanceOf(NotFound);
+    const c = await commitFolder(s, `mem://${B}/main/`, 'one');
+    const nothingAt = `mem://${B}/main/sub/?at=commit:${c.at?.id}`;
+    expect(await rejection(branchFrom(s, `mem://${B}/br/`, nothingAt))).toBeInstanceOf(NotFound);
+    // Nothing was recorded or copied: a branch from a real source still works afterwards.
+    expect(await branchFrom(s, `mem://${B}/br/`, 'main')).toBeInstanceOf(Uri);
+  });
+});
+
 describe('buckets without versions', () => {
   it('refuse pins of files and folders, commits and branches with StoreError', async () => {
     const s = mem({ versioning: false });
@@ -438,6 +462,7 @@ describe('the CLI verbs', () => {
       json: parsed.values.json === true,
       offline: false,
       progress: () => ({ onProgress: undefined, done() {} }),
+      track: (resource) => resource,
     };
     const code = await command.run(
       { positionals: parsed.positionals, values: parsed.values as never },

@@ -25,7 +25,7 @@ faultSuite({
   bucket: BUCKET,
   flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: false },
   env: { PROVCAT_LOCAL_ROOT: root },
-  stage: (prefix) => {
+  stageUri: (prefix) => {
     const dir = path.join(stages, prefix);
     mkdirSync(dir, { recursive: true });
     return `${pathToFileURL(dir).href.replace(/\/?$/, '/')}`;

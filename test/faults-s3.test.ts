@@ -78,7 +78,7 @@ describeS3(`fault suite on s3 (${target?.kind ?? 'skipped'})`, () => {
             multipartBytes: 5 * MiB,
           }
         : undefined,
-    stage: (prefix) => `s3://${bucket}/${prefix}`,
+    stageUri: (prefix) => `s3://${bucket}/${prefix}`,
     purge: async (prefix) => {
       const c = testS3Client();
       try {

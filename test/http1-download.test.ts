@@ -14,10 +14,10 @@ import tls from 'node:tls';
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { BodySink } from '../src/driver.js';
 import { StoreError } from '../src/errors.js';
 import { FileSink, pipeToFile } from '../src/net/file-sink.js';
 import {
-  type BodySink,
   DownloadBufferPool,
   type DownloadFallback,
   type DownloadOptions,

@@ -17,9 +17,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NotFound, ObjectIntegrityError } from '../src/errors.js';
-import { type DataLocation, type LocalStage, stageFromDescriptor } from '../src/lake/index.js';
+import { type DataLocation, type Stage, stageFromDescriptor } from '../src/lake/index.js';
 import {
   chunked,
   collect,
@@ -31,7 +32,7 @@ import {
 } from './fixtures/lake-helpers.js';
 
 let dir: string;
-let stage: LocalStage;
+let stage: Stage;
 
 beforeAll(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'lake-local-'));
@@ -39,7 +40,7 @@ beforeAll(async () => {
     version: 1,
     kind: 'local',
     root: path.join(dir, 'stage'),
-  }) as LocalStage;
+  }) as Stage;
 });
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
@@ -84,7 +85,7 @@ describe('local stage round trips', () => {
       expect(loc.sha256).toBe(expected);
       expect(loc.contentType).toBe('application/x-test');
       expect(loc.uri.startsWith(`file://${dir}/stage/`)).toBe(true);
-      expect(await sha256sum(stage.pathOf(loc.uri))).toBe(expected);
+      expect(await sha256sum(fileURLToPath(loc.uri))).toBe(expected);
       expect(await drain(await stage.open(loc))).toEqual({ size, sha256: expected });
       expect(await drain((await stage.openWeb(loc)) as AsyncIterable<Uint8Array>)).toEqual({
         size,
@@ -101,7 +102,7 @@ describe('local stage round trips', () => {
     expect(loc).toMatchObject({ sizeBytes: 200 * MiB, sha256: expected });
     expect(await drain(await stage.open(loc))).toEqual({ size: 200 * MiB, sha256: expected });
     await rm(file);
-    await rm(stage.pathOf(loc.uri));
+    await rm(fileURLToPath(loc.uri));
   }, 120_000);
 
   it('leaves no temp file behind and reports progress', async () => {
@@ -110,9 +111,9 @@ describe('local stage round trips', () => {
       onProgress: (p) => seen.push(p.bytes),
     });
     expect(seen.at(-1)).toBe(3 * MiB + 5);
-    const files = await filesUnder(stage.directory);
+    const files = await filesUnder(dir);
     expect(files.filter((f) => f.endsWith('.uploading'))).toEqual([]);
-    expect(files).toContain(stage.pathOf(loc.uri));
+    expect(files).toContain(fileURLToPath(loc.uri));
   });
 });
 
@@ -126,7 +127,7 @@ describe('local stage integrity faults', () => {
 
   async function tamper(fn: (file: string) => Promise<void>): Promise<DataLocation> {
     const copy = await stage.upload(chunked(data));
-    await fn(stage.pathOf(copy.uri));
+    await fn(fileURLToPath(copy.uri));
     return copy;
   }
 
@@ -191,7 +192,7 @@ describe('local stage integrity faults', () => {
 
   it('a missing object is NotFound when opened', async () => {
     const gone = await stage.upload(chunked(data));
-    await rm(stage.pathOf(gone.uri));
+    await rm(fileURLToPath(gone.uri));
     await expect(stage.open(gone)).rejects.toThrow(NotFound);
   });
 
@@ -229,11 +230,12 @@ describe('local stage ranges', () => {
     }
   });
 
-  it('a file shorter than the range is PrematureEof with the range counts', async () => {
+  it('a file shorter than its location says: RangeMismatch before any byte, as on every stage', async () => {
     const copy = await stage.upload(chunked(data));
-    await truncate(stage.pathOf(copy.uri), 250_000);
-    const error = await failure(drain(await stage.openRange(copy, 200_000, 260_000)));
-    expect(error).toMatchObject({ kind: 'PrematureEof', expected: 60_000, observed: 50_000 });
+    await truncate(fileURLToPath(copy.uri), 250_000);
+    const error = await failure(stage.openRange(copy, 200_000, 260_000));
+    expect(error).toMatchObject({ kind: 'RangeMismatch' });
+    expect((error as Error).message).toContain('bytes 200000-249999/250000');
   });
 });
 
@@ -243,16 +245,16 @@ describe('local stage cancellation', () => {
     const s = stageFromDescriptor({ version: 1, kind: 'local', root });
     const controller = new AbortController();
     let sent = 0;
-    // A source that produces 1 MiB, then stalls until the abort.
+    // A source that produces 1 MiB, then stalls; the abort comes while the upload waits for it.
     const source = new Readable({
       read() {
-        if (sent++ === 0) this.push(randomBytes(MiB));
+        if (sent++ === 0) {
+          this.push(randomBytes(MiB));
+          setTimeout(() => controller.abort(), 20);
+        }
       },
     });
-    const upload = s.upload(source, {
-      signal: controller.signal,
-      onProgress: () => setTimeout(() => controller.abort(), 20),
-    });
+    const upload = s.upload(source, { signal: controller.signal });
     await expect(upload).rejects.toMatchObject({ name: 'AbortError' });
     expect(await filesUnder(root)).toEqual([]);
     expect(source.destroyed).toBe(true);

@@ -16,7 +16,7 @@ import { StoreError } from '../src/errors.js';
 import { checkpointPath, parseCheckpoint } from '../src/lake/checkpoint.js';
 import {
   CheckpointError,
-  type S3Stage,
+  type Stage,
   StageConfigError,
   stageFromDescriptor,
 } from '../src/lake/index.js';
@@ -112,7 +112,7 @@ describeS3('resumable S3 uploads', () => {
       client,
       partSize: 5 * MiB,
       lockStaleMs: 5000,
-    }) as S3Stage;
+    }) as Stage;
     return { stage: s, calls };
   }
 
@@ -144,7 +144,13 @@ describeS3('resumable S3 uploads', () => {
     const recorded = checkpoint.parts.length;
     expect(recorded).toBeGreaterThanOrEqual(3);
     expect(recorded).toBeLessThan(total);
-    expect(checkpoint).toMatchObject({ version: 1, partSize: 5 * MiB, window: 2, bucket });
+    expect(checkpoint).toMatchObject({
+      version: 2,
+      backend: 's3',
+      partSize: 5 * MiB,
+      window: 2,
+      bucket,
+    });
     expect(JSON.stringify(checkpoint)).not.toMatch(/SECRET|AKID/);
 
     const { stage: s, calls } = stage();
@@ -192,6 +198,50 @@ describeS3('resumable S3 uploads', () => {
     expect(await openUploads(admin, bucket, PREFIX)).toEqual([]);
   }, 60_000);
 
+  it('a checkpoint written by an earlier release (version 1) still resumes, sending only what is missing', async () => {
+    const file = path.join(dir, 'old-format.bin');
+    const cpDir = path.join(dir, 'cp-old-format');
+    const expected = await writeRandomFile(file, 5 * 5 * MiB + 3);
+    const failing = failingPart(4);
+    const first = stage(failing.client);
+    await expect(
+      first.stage.upload(file, { checkpointDir: cpDir, partsInFlight: 1 }),
+    ).rejects.toThrow(StoreError);
+    const [cpFile] = await checkpoints(cpDir);
+    const now = parseCheckpoint(await readFile(cpFile as string, 'utf8'), cpFile as string);
+    expect(now.parts.map((p) => p.number)).toEqual([1, 2, 3]);
+    // Rewrite it in the version 1 format of earlier releases: S3 only, uploadId, part etags.
+    const v1 = {
+      version: 1,
+      uploadId: now.upload,
+      key: now.key,
+      bucket: now.bucket,
+      source: now.source,
+      partSize: now.partSize,
+      window: now.window,
+      parts: now.parts.map((p) => ({ number: p.number, etag: p.token, sha256: p.sha256 })),
+    };
+    await writeFile(cpFile as string, JSON.stringify(v1, null, 1));
+    expect(parseCheckpoint(JSON.stringify(v1), 'v1')).toMatchObject({
+      version: 2,
+      backend: 's3',
+      upload: now.upload,
+      parts: now.parts,
+    });
+
+    const retry = stage();
+    const loc = await retry.stage.upload(file, { checkpointDir: cpDir });
+    expect(loc).toMatchObject({ uri: `s3://${bucket}/${now.key}`, sha256: expected });
+    expect(retry.calls.parts.sort((a, b) => a - b)).toEqual([4, 5, 6]);
+    expect(retry.calls.count('CreateMultipartUpload')).toBe(0);
+    expect(await drain(await retry.stage.open(loc))).toEqual({
+      size: loc.sizeBytes,
+      sha256: expected,
+    });
+    expect(await checkpoints(cpDir)).toEqual([]);
+    expect(await openUploads(admin, bucket, PREFIX)).toEqual([]);
+  }, 60_000);
+
   it('a completion whose response was lost is recovered by verifying the destination', async () => {
     const file = path.join(dir, 'lost.bin');
     const cpDir = path.join(dir, 'cp-lost');
@@ -220,7 +270,7 @@ describeS3('resumable S3 uploads', () => {
     const s = stageFromDescriptor(s3Descriptor(bucket, PREFIX), {
       client: refusingClient(),
       partSize: 5 * MiB,
-    }) as S3Stage;
+    }) as Stage;
     const cpFile = checkpointPath(cpDir, s.identity, source);
     const base = {
       version: 1,
@@ -233,7 +283,7 @@ describeS3('resumable S3 uploads', () => {
       parts: [],
     };
     for (const bad of [
-      { ...base, version: 2 },
+      { ...base, version: 3 },
       { ...base, partSize: 16 * MiB },
       { ...base, key: 'elsewhere/ab/cd' },
     ]) {

@@ -24,7 +24,7 @@ import { ObjectIntegrityError, StoreError } from '../src/errors.js';
 import {
   type DataLocation,
   PartLimitExceeded,
-  type S3Stage,
+  type Stage,
   StageConfigError,
   stageFromDescriptor,
 } from '../src/lake/index.js';
@@ -99,7 +99,7 @@ describeS3('S3 stage on the test server', () => {
       client,
       partSize: options.partSize,
       maxParts: options.maxParts,
-    }) as S3Stage;
+    }) as Stage;
     return { stage: s, calls, client };
   }
 

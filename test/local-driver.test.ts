@@ -21,6 +21,7 @@ import { defaultLocalRoot, LocalStore } from '../drivers/local/index.js';
 import { decodeName, encodeName, parseFolderEntry, refOf } from '../drivers/local/layout.js';
 import { Exists, isAbort, NotFound, StoreError, UriError } from '../src/errors.js';
 import { compareUtf8 } from '../src/keys.js';
+import { stageFromDescriptor } from '../src/lake/index.js';
 import { conformance } from './conformance/index.js';
 import { randomPrefix } from './conformance/target.js';
 import { rejection } from './support/rejection.js';
@@ -40,6 +41,8 @@ conformance({
   bucket: 'conf',
   flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: false },
   env: { PROVCAT_LOCAL_ROOT: root },
+  stage: ({ prefix }) =>
+    stageFromDescriptor({ version: 1, kind: 'local', root: path.join(root, 'stages', prefix) }),
 });
 
 const BUCKET = 'local';
@@ -81,7 +84,7 @@ describe('local store', () => {
     it('serves local:// with versions and ranges', () => {
       expect(store.scheme).toBe('local');
       expect(store.driver).toBe('local');
-      expect(store.capabilities).toEqual({ versions: true, ranges: true });
+      expect(store.capabilities).toEqual({ versions: true, ranges: true, versionsAlways: true });
     });
   });
 

@@ -1,6 +1,7 @@
 /**
  * A folder of 1,000 small objects on S3: fetched with bounded concurrency, and refetched
- * unchanged from one listing with no GET or HEAD at all.
+ * unchanged from one listing with no GET or HEAD at all. And on a versioned bucket, a first
+ * fetch stopped halfway: the refetch downloads only the files whose blobs are missing.
  */
 import { mkdtempSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
@@ -59,5 +60,50 @@ describeS3('s3 folder fetch of 1,000 small objects', () => {
     expect(pages).toHaveBeenCalledTimes(1);
     expect(head).not.toHaveBeenCalled();
     expect(get2).not.toHaveBeenCalled();
+  }, 180_000);
+});
+
+describeS3('s3: a first folder fetch stopped halfway, on a versioned bucket', () => {
+  let bucket = '';
+  let prefix = '';
+  const N = 300;
+
+  beforeAll(async () => {
+    bucket = await createTestBucket('fv', { versioning: true });
+    prefix = `stopped-${Date.now()}/`;
+    const seeder = new S3Store({ cache: mkdtempSync(path.join(tmpdir(), 'provcat-s3f-')) });
+    const keys = Array.from({ length: N }, (_, i) => `${prefix}d${i % 5}/f${i}.txt`);
+    await forEachLimit(keys, 32, async (key) => {
+      await seeder._put(bucket, key, Buffer.from(`object ${key}\n`));
+    });
+  }, 180_000);
+
+  afterAll(() => dropTestBucket(bucket, prefix), 180_000);
+
+  it('the refetch downloads only what is missing, though listings give no version ID', async () => {
+    const cache = mkdtempSync(path.join(tmpdir(), 'provcat-s3f-'));
+    const uri = `s3://${bucket}/${prefix}`;
+    const stop = new AbortController();
+    const first = new S3Store({ cache, concurrency: 8 });
+    const stopped = await first
+      .fetch(uri, {
+        signal: stop.signal,
+        onProgress: (p) => {
+          if ((p.files ?? 0) >= 100) stop.abort();
+        },
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(stopped).toBeInstanceOf(Error);
+    const blobs = (
+      await readdir(path.join(cache, 'v1', 'blobs'), { recursive: true, withFileTypes: true })
+    ).filter((e) => e.isFile() && !e.name.startsWith('.tmp-')).length;
+    expect(blobs).toBeGreaterThanOrEqual(100);
+    expect(blobs).toBeLessThan(N);
+
+    const again = await new S3Store({ cache }).fetch(uri);
+    expect(again).toMatchObject({ files: N, downloaded: N - blobs });
   }, 180_000);
 });

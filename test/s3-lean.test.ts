@@ -660,9 +660,9 @@ describeS3('lean reads against the server', () => {
     );
   }, 60_000);
 
-  it('refused credentials still come out as a 403 StoreError, through the SDK', async () => {
+  it('refused credentials come out as PermissionDenied (a StoreError, 403), through the SDK', async () => {
     const out = await runProbe({ AWS_SECRET_ACCESS_KEY: 'not-the-secret' });
-    expect(out.error).toMatchObject({ name: 'StoreError', status: 403 });
+    expect(out.error).toMatchObject({ name: 'PermissionDenied', status: 403 });
     expect(out.sdkRequested).toBe(true);
   }, 60_000);
 });

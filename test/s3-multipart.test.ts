@@ -26,11 +26,16 @@ import {
   S3Store,
   SourceError,
 } from '../drivers/s3/index.js';
+import { S3Multipart } from '../drivers/s3/multipart.js';
+import { sha256Hex } from '../src/commits/format.js';
+import { isAbort, NotFound, StoreError, UploadStalled } from '../src/errors.js';
 import {
-  type MultipartTarget,
-  type UploadMultipartOptions,
-  uploadMultipart,
-} from '../drivers/s3/multipart.js';
+  PartLimitExceeded,
+  SourceChanged,
+  type Stage,
+  stageFromDescriptor,
+} from '../src/lake/index.js';
+import { type UploadPartsOptions, type UploadTarget, uploadParts } from '../src/upload/engine.js';
 import {
   BufferedParts,
   BytesReader,
@@ -38,15 +43,7 @@ import {
   PartBufferPool,
   type PartSource,
   StreamReader,
-} from '../drivers/s3/parts.js';
-import { sha256Hex } from '../src/commits/format.js';
-import { isAbort, NotFound, StoreError, UploadStalled } from '../src/errors.js';
-import {
-  PartLimitExceeded,
-  type S3Stage,
-  SourceChanged,
-  stageFromDescriptor,
-} from '../src/lake/index.js';
+} from '../src/upload/parts.js';
 import {
   countCalls,
   openUploads,
@@ -97,7 +94,7 @@ type Handler = (call: FakeCall, signal: AbortSignal | undefined) => Promise<obje
  * UploadPart body the way the HTTP handler would), and records the calls.
  */
 function fakeTarget(handler: Handler = async () => undefined): {
-  target: MultipartTarget;
+  target: UploadTarget;
   calls: FakeCall[];
 } {
   const calls: FakeCall[] = [];
@@ -121,11 +118,13 @@ function fakeTarget(handler: Handler = async () => undefined): {
       const answer = await handler(call, options?.abortSignal);
       if (answer) return answer;
       if (name === 'CreateMultipartUpload') return { UploadId: 'u1' };
+      if (name === 'CompleteMultipartUpload') return { ETag: '"done"' };
       if (name === 'UploadPart') return { ETag: `"e${String(command.input.PartNumber)}"` };
       return {};
     },
   } as unknown as S3Client;
-  return { target: { client, sdk, bucket: 'b', key: 'k', debug: () => {} }, calls };
+  const multipart = new S3Multipart(async () => ({ client, sdk }), 'b');
+  return { target: multipart.target('k'), calls };
 }
 
 function parts(calls: FakeCall[], name = 'UploadPart'): number[] {
@@ -146,12 +145,12 @@ function streamOf(data: Buffer, chunk = 7): Readable {
 }
 
 async function run(
-  target: MultipartTarget,
+  target: UploadTarget,
   source: PartSource,
-  options: Partial<UploadMultipartOptions> = {},
+  options: Partial<UploadPartsOptions> = {},
 ) {
   try {
-    return await uploadMultipart(target, source, { partSize: 16, partsInFlight: 4, ...options });
+    return await uploadParts(target, source, { partSize: 16, partsInFlight: 4, ...options });
   } finally {
     await source.close(true);
   }
@@ -359,7 +358,9 @@ describe('multipart engine (fake client)', () => {
     expect((error as UploadStalled).message).toContain('lifecycle rule');
     const cause = (error as UploadStalled).cause as AggregateError;
     expect(cause).toBeInstanceOf(AggregateError);
-    expect(cause.errors.map((e: Error) => e.name)).toEqual(['TimeoutError', 'ServiceUnavailable']);
+    expect(cause.errors.map((e: Error) => e.name)).toEqual(['TimeoutError', 'StoreError']);
+    // The abort's failure comes mapped, with the store's status.
+    expect((cause.errors[1] as StoreError).status).toBe(503);
   });
 
   it('a slow source is no stall: the clock runs only while parts are being sent', async () => {
@@ -389,8 +390,8 @@ describe('multipart engine (fake client)', () => {
     const { file, data } = await randomFile(16 * 4);
     const partSha = (n: number) => sha256Hex(data.subarray((n - 1) * 16, n * 16));
     const trusted = new Map([
-      [1, { etag: '"t1"', sha256: partSha(1) }],
-      [3, { etag: '"t3"', sha256: '0'.repeat(64) }], // the source changed there: sent again
+      [1, { token: '"t1"', sha256: partSha(1) }],
+      [3, { token: '"t3"', sha256: '0'.repeat(64) }], // the source changed there: sent again
     ]);
     const reported: Array<{ number: number; sent: boolean; sha256: string | undefined }> = [];
     const { target, calls } = fakeTarget();
@@ -398,7 +399,7 @@ describe('multipart engine (fake client)', () => {
       target,
       await FileParts.open(file, { partSize: 16, digest: true, partDigests: true }),
       {
-        uploadId: 'existing',
+        upload: 'existing',
         trusted,
         onPart: async (p) => {
           reported.push({ number: p.number, sent: p.sent, sha256: p.sha256 });
@@ -553,7 +554,7 @@ describeS3('file sources against S3', () => {
     const s = stageFromDescriptor(s3Descriptor(bucket, prefix), {
       client,
       partSize: 5 * MiB,
-    }) as S3Stage;
+    }) as Stage;
     return { stage: s, calls };
   }
 
@@ -616,7 +617,9 @@ describeS3('file sources against S3', () => {
     const { file, data } = await randomFile(size);
     const { store: s, calls } = store();
     const progress: number[] = [];
-    const info = await s._put(bucket, `put/${size}`, file, { onProgress: (b) => progress.push(b) });
+    const info = await s.put(`s3://${bucket}/put/${size}`, file, {
+      onProgress: (p) => progress.push(p.bytes),
+    });
     expect(info.size).toBe(size);
     expect(calls.count('UploadPart')).toBe(Math.ceil(size / (5 * MiB)));
     expect(calls.count('PutObject')).toBe(0);
@@ -632,7 +635,7 @@ describeS3('file sources against S3', () => {
   it('put of an empty file is one PutObject', async () => {
     const { file } = await randomFile(0);
     const { store: s, calls } = store();
-    expect((await s._put(bucket, 'put/empty', file)).size).toBe(0);
+    expect((await s.put(`s3://${bucket}/put/empty`, file)).size).toBe(0);
     expect(calls.names).toEqual(['PutObject']);
     expect((await stored('put/empty')).length).toBe(0);
   });
@@ -640,7 +643,7 @@ describeS3('file sources against S3', () => {
   it('a part that fails once is sent again from its file range (put and upload)', async () => {
     const { file, data } = await randomFile(3 * 5 * MiB + 11);
     const put = store(failOnceAfter(2));
-    await put.store._put(bucket, 'retry/put', file);
+    await put.store.put(`s3://${bucket}/retry/put`, file);
     expect(put.calls.parts.sort()).toEqual([1, 2, 2, 3, 4]);
     expect((await stored('retry/put')).equals(data)).toBe(true);
 
@@ -661,9 +664,7 @@ describeS3('file sources against S3', () => {
     async (_label, change) => {
       const put = await randomFile(3 * 5 * MiB);
       const { store: s } = store(changingBefore(2, () => change(put.file)));
-      const putError = await rejection(
-        s._put(bucket, 'changed/put', put.file, { size: 3 * 5 * MiB }),
-      );
+      const putError = await rejection(s.put(`s3://${bucket}/changed/put`, put.file));
       expect(putError).toBeInstanceOf(SourceChanged);
       await expect(s._head(bucket, 'changed/put')).rejects.toBeInstanceOf(NotFound);
 
@@ -683,7 +684,10 @@ describeS3('file sources against S3', () => {
     const put = new AbortController();
     const { store: s } = store();
     const putError = await rejection(
-      s._put(bucket, 'cancel/put', file, { signal: put.signal, onProgress: () => put.abort() }),
+      s.put(`s3://${bucket}/cancel/put`, file, {
+        signal: put.signal,
+        onProgress: () => put.abort(),
+      }),
     );
     expect(isAbort(putError)).toBe(true);
     await expect(s._head(bucket, 'cancel/put')).rejects.toBeInstanceOf(NotFound);
@@ -698,12 +702,14 @@ describeS3('file sources against S3', () => {
     expect(await openUploads(admin, bucket)).toEqual([]);
   });
 
-  it('a missing file is a SourceError for put, NotFound for upload', async () => {
+  it('a missing file is a SourceError for put and for upload, before any request', async () => {
     const missing = path.join(work, 'missing.bin');
-    await expect(store().store._put(bucket, 'missing', missing)).rejects.toBeInstanceOf(
+    const put = store();
+    await expect(put.store.put(`s3://${bucket}/missing`, missing)).rejects.toBeInstanceOf(
       SourceError,
     );
-    await expect(stage('missing').stage.upload(missing)).rejects.toBeInstanceOf(NotFound);
+    expect(put.calls.names).toEqual([]);
+    await expect(stage('missing').stage.upload(missing)).rejects.toBeInstanceOf(SourceError);
     expect(await readFile(missing).catch((e: { code: string }) => e.code)).toBe('ENOENT');
   });
 });

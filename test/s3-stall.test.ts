@@ -25,7 +25,7 @@ import { S3Store } from '../drivers/s3/index.js';
 import { sha256Hex } from '../src/commits/format.js';
 import { StoreError, UploadStalled } from '../src/errors.js';
 import { parseCheckpoint } from '../src/lake/checkpoint.js';
-import { type S3Stage, StageConfigError, stageFromDescriptor } from '../src/lake/index.js';
+import { type Stage, StageConfigError, stageFromDescriptor } from '../src/lake/index.js';
 import {
   countCalls,
   listening,
@@ -325,7 +325,7 @@ describe('a store that stops answering (fake S3)', () => {
     const f = await fake(() => 'swallow');
     const { file } = await randomFile(4 * 5 * MiB + 100);
     const store = fakeStore(f.endpoint);
-    const { error } = await expectStall(f, () => store._put('b', 'dir/obj', file));
+    const { error } = await expectStall(f, () => store.put('s3://b/dir/obj', file));
     expect(error).toBeInstanceOf(StoreError);
     expect(error.code).toBe('UploadStalled');
     expect(error.uploadId).toBe(UPLOAD_ID);
@@ -348,7 +348,7 @@ describe('a store that stops answering (fake S3)', () => {
   it('put of a stream: the store stops reading mid-body -> UploadStalled, upload aborted', async () => {
     const f = await fake(() => 'stop');
     const store = fakeStore(f.endpoint, { partSize: 16 * MiB });
-    const { error } = await expectStall(f, () => store._put('b', 'obj', mebibytes(48)));
+    const { error } = await expectStall(f, () => store.put('s3://b/obj', mebibytes(48)));
     expect(error.outcome).toBe('aborted');
     expect(f.parts.map((p) => p.number).sort()).toEqual([1, 2]);
     // The bodies were cut short: the stall came while the client was still sending.
@@ -369,7 +369,7 @@ describe('a store that stops answering (fake S3)', () => {
       const f = await fake(() => 'swallow');
       const source = kind === 'file' ? (await randomFile(3 * 5 * MiB)).file : mebibytes(15);
       const store = fakeStore(f.endpoint, { socketTimeout: 1000 });
-      const { error } = await expectStall(f, () => store._put('b', 'obj', source));
+      const { error } = await expectStall(f, () => store.put('s3://b/obj', source));
       expect(error.outcome).toBe('aborted');
       const attempts = new Map<number, number>();
       for (const p of f.parts)
@@ -384,7 +384,7 @@ describe('a store that stops answering (fake S3)', () => {
     const f = await fake((part, attempt) => (part === 2 && attempt === 1 ? 'fail' : 'answer'));
     const store = fakeStore(f.endpoint);
     const data = randomBytes(12 * MiB);
-    const info = await store._put('b', 'obj', Readable.from([data]));
+    const info = await store.put('s3://b/obj', Readable.from([data]));
     expect(info.size).toBe(data.length);
     expect(f.parts.map((p) => `${p.number}.${p.attempt}`).sort()).toEqual([
       '1.1',
@@ -413,7 +413,7 @@ describe('a store that stops answering (fake S3)', () => {
     const size = 25 * MiB;
     const source = kind === 'file' ? (await randomFile(size)).file : mebibytes(25);
     const start = performance.now();
-    const info = await store._put('b', 'obj', source);
+    const info = await store.put('s3://b/obj', source);
     const elapsed = performance.now() - start;
     expect(info.size).toBe(size);
     expect(elapsed).toBeGreaterThan(stallTimeoutMs);
@@ -437,7 +437,7 @@ describe('a store that stops answering (fake S3)', () => {
       client: fakeClient(f.endpoint),
       partSize: 5 * MiB,
       stallTimeoutMs: 60_000, // the per-upload option below wins
-    }) as S3Stage;
+    }) as Stage;
     const { error } = await expectStall(f, () =>
       stage.upload(file, { checkpointDir: cpDir, partsInFlight: 1, stallTimeoutMs: STALL_MS }),
     );
@@ -448,9 +448,9 @@ describe('a store that stops answering (fake S3)', () => {
     const [cp, ...more] = await checkpoints(cpDir);
     expect(more).toEqual([]);
     const checkpoint = parseCheckpoint(await readFile(cp as string, 'utf8'), cp as string);
-    expect(checkpoint.uploadId).toBe(UPLOAD_ID);
+    expect(checkpoint.upload).toBe(UPLOAD_ID);
     expect(checkpoint.parts).toEqual([
-      { number: 1, etag: '"part-1"', sha256: sha256Hex(data.subarray(0, 5 * MiB)) },
+      { number: 1, token: '"part-1"', sha256: sha256Hex(data.subarray(0, 5 * MiB)) },
     ]);
   });
 
@@ -587,7 +587,7 @@ describeS3('stalls and part bodies against S3', () => {
         partSize: 5 * MiB,
         multipartThreshold: 0,
       });
-      const error = await rejection(store._put(bucket, 'corrupt/obj', mebibytes(12)));
+      const error = await rejection(store.put(`s3://${bucket}/corrupt/obj`, mebibytes(12)));
       expect(error).toBeInstanceOf(StoreError);
       expect((error as StoreError).status).toBe(400);
       expect(await openUploads(admin, bucket, 'corrupt/')).toEqual([]);

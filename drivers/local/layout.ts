@@ -6,9 +6,10 @@
  *   d.<seg>/                           folder `seg/` (a folder directory: same layout inside)
  *   o.<seg>/                           object `seg`: the truth about its versions
  *     <ticks>-<rand>.<size>.<md5>      one version with bytes (an immutable file)
+ *     <ticks>-<rand>.<size>            one version with bytes copied by the kernel (no MD5)
  *     <ticks>-<rand>.x                 a delete marker (an empty file)
  *     .lock/                           the per-key writer lock (proper-lockfile), while held
- *     .tmp-<pid>-<rand>                a write in progress (ignored by readers)
+ *     .tmp-<pid>-<host>-<rand>         a write in progress (ignored by readers; src/fs-atomic.ts)
  *   v.<seg>.<version file name>        listing index: one empty file per version of `seg`
  *   p.<seg>                            "a write to `seg` is in progress (or crashed)"
  *   dh.<sha256>/, oh.<sha256>/,        the same for a segment whose escaped name is longer than
@@ -25,8 +26,10 @@
  *   never merges two encodings, and no non-ASCII byte ever reaches the file system.
  * - A segment whose escaped form is longer than {@link MAX_TOKEN} characters is named by its
  *   SHA-256, so a 1,024-byte key works under a 255-byte file-name limit.
- * - Everything about a version (ID, time, size, ETag, delete marker) is in its file name, so
- *   nothing is ever parsed from file contents.
+ * - Everything about a version (ID, time, size, MD5, delete marker) is in its file name, so
+ *   nothing is ever parsed from file contents. The version's ETag is the MD5 of its bytes
+ *   (`"<32 hex>"`) for a write streamed through provcat, and its version ID (`"<ticks>-<rand>"`,
+ *   never mistaken for an MD5) for a large file the kernel copied (see `./file-copy.ts`).
  * - Listing speed: the object directory is the truth, and one `readdir` of it answers `_head`
  *   and `_get`. But a listing of 10,000 keys cannot afford 10,000 `readdir`s, so every folder
  *   directory also holds an index entry per version of each key in it (`v.<seg>.<version>`):
@@ -162,7 +165,7 @@ export type FolderEntry =
   | { tag: 'v'; ref: string; version: VersionFile };
 
 const INDEX_ENTRY =
-  /^v(\.[^/]+|h\.[0-9a-f]{64})\.((\d{17})-[0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})\.([0-9a-f]{32})|x)$/;
+  /^v(\.[^/]+|h\.[0-9a-f]{64})\.((\d{17})-[0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})(?:\.([0-9a-f]{32}))?|x)$/;
 const PLAIN_TOKEN = /^[a-z0-9._-]*[a-z0-9_-]$/;
 
 /** Parse a folder directory entry; `undefined` for anything this layout does not write. */
@@ -215,13 +218,16 @@ export interface VersionFile {
   ticks: number;
   /** Size in bytes; `null` for a delete marker. */
   size: number | null;
-  /** MD5 of the bytes, hex; `undefined` for a delete marker. */
+  /**
+   * The MD5 of the bytes, 32 hex digits; `undefined` for a delete marker and for a version the
+   * kernel copied (see `./file-copy.ts`).
+   */
   md5: string | undefined;
 }
 
 const TICK_DIGITS = 17;
 const VERSION_ID = /^\d{17}-[0-9a-f]{8}$/;
-const VERSION_FILE = /^(\d{17})-([0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})\.([0-9a-f]{32})|x)$/;
+const VERSION_FILE = /^(\d{17})-([0-9a-f]{8})\.(?:(0|[1-9]\d{0,15})(?:\.([0-9a-f]{32}))?|x)$/;
 
 /** True when `id` has the shape of a local version ID (it may still not exist). */
 export function isVersionId(id: string): boolean {
@@ -238,9 +244,24 @@ export function parseVersionFile(name: string): VersionFile | undefined {
   return { name, versionId, ticks, size: Number(m[3]), md5: m[4] };
 }
 
-/** The file name of a version with bytes (`md5` given) or of a delete marker (`size` null). */
+/**
+ * The file name of a version with bytes (with its MD5 when it has one) or of a delete marker
+ * (`size` null).
+ */
 export function versionFileName(versionId: string, size: number | null, md5?: string): string {
-  return size === null ? `${versionId}.x` : `${versionId}.${size}.${md5}`;
+  if (size === null) return `${versionId}.x`;
+  return md5 === undefined ? `${versionId}.${size}` : `${versionId}.${size}.${md5}`;
+}
+
+/**
+ * The ETag of a version: `"<md5 hex>"` (S3's form for a single-part upload, so a tool that
+ * checks an ETag against an MD5 may), or for a version without an MD5 its version ID
+ * (`"<ticks>-<rand>"`: with its `-` it reads like S3's multipart ETags, which no MD5 check
+ * takes for one); `undefined` for a delete marker.
+ */
+export function etagOf(version: VersionFile): string | undefined {
+  if (version.size === null) return undefined;
+  return `"${version.md5 ?? version.versionId}"`;
 }
 
 /**

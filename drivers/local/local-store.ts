@@ -16,6 +16,14 @@
  *   wins.
  * - Version files and index entries are immutable once published and never removed, so readers
  *   take no lock: the newest version of a key is the largest version file name.
+ * - A writer killed before its rename leaves only a temp file; the next write into the key's
+ *   directory removes the temps of writers that are gone (`judgeTemp`, src/fs-atomic.ts).
+ *
+ * Large files move at disk speed: a put from a file of 8 MiB or more is copied by the kernel
+ * (`./file-copy.ts`; such a version has no MD5, its ETag is its version ID), and a read of a
+ * whole version hands the cache the version file itself (`GetResult.file`), which the cache
+ * copies with the kernel too. Nothing else streams a large file through JavaScript. Streams,
+ * buffers and smaller files are written as before, with the MD5 of the bytes as the ETag.
  *
  * Byte ranges follow S3: a range whose start is at or past the end of the object is refused
  * (`StoreError`, status 416); an end past the object is clamped to its size, and `contentRange`
@@ -26,8 +34,8 @@
  *
  * @module
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { constants as fsConstants } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createReadStream, constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { addAbortSignal, type Readable } from 'node:stream';
@@ -47,11 +55,14 @@ import type {
   VersionRecord,
 } from '../../src/driver.js';
 import { Exists, isAbort, NotFound, ProvcatError, StoreError, UriError } from '../../src/errors.js';
+import { ABANDONED_TEMP_AGE_MS, judgeTemp, tempName } from '../../src/fs-atomic.js';
 import { compareUtf8 } from '../../src/keys.js';
 import { ObjectStore } from '../../src/object-store.js';
 import type { StoreOptions } from '../../src/store.js';
 import { encodeSegment, segmentProblem, Uri } from '../../src/uri.js';
+import { copyFromFile } from './file-copy.js';
 import {
+  etagOf,
   folderDirName,
   indexName,
   isVersionId,
@@ -73,8 +84,6 @@ const debug = debuglog('provcat:local');
 
 /** Keys whose version directories a listing reads at once. */
 const LIST_BATCH = 64;
-/** Age after which a temp file is a crashed writer's leftover. */
-const STALE_TEMP_MS = 60 * 60 * 1000;
 /** Default (and largest useful) page size of `_pages`, as on S3. */
 const DEFAULT_PAGE = 1000;
 /** How long a writer waits for a key's lock: longer than the 10 s after which a lock is stale. */
@@ -111,6 +120,14 @@ interface KeyPath {
   hashed: { dir: string; segment: string }[];
 }
 
+/** A written, fsynced temp file in a key's directory, ready to be published. */
+interface TempFile {
+  path: string;
+  size: number;
+  /** The MD5 of the bytes, hex; unset for a file the kernel copied (see `./file-copy.ts`). */
+  md5?: string | undefined;
+}
+
 /** One object or folder in a folder directory, decoded. */
 interface Child {
   kind: 'object' | 'folder';
@@ -145,7 +162,7 @@ interface WalkItem {
 export class LocalStore extends ObjectStore {
   readonly scheme = 'local';
   readonly driver = 'local';
-  readonly capabilities: Capabilities = { versions: true, ranges: true };
+  readonly capabilities: Capabilities = { versions: true, ranges: true, versionsAlways: true };
   /** The absolute directory holding the buckets. */
   readonly root: string;
 
@@ -236,7 +253,7 @@ export class LocalStore extends ObjectStore {
     const temp = await this.#writeTemp(where, source, options);
     try {
       const published = await this.#locked(where, options.signal, async () =>
-        this.#publish(where, { temp: temp.path, size: temp.size, md5: temp.md5 }),
+        this.#publish(where, temp),
       );
       this.#trace(`put ${where.uri} ${published.versionId} (${temp.size} bytes)`);
       return infoOf(key, published);
@@ -283,7 +300,7 @@ export class LocalStore extends ObjectStore {
             versionId: v.versionId,
             size: v.size,
             current: i === versions.length - 1,
-            etag: v.md5 === undefined ? undefined : `"${v.md5}"`,
+            etag: etagOf(v),
             lastModified: timeOf(v),
           };
         }
@@ -329,7 +346,7 @@ export class LocalStore extends ObjectStore {
         if (newest !== undefined && newest.size !== null) {
           throw new Exists(`${where.uri} exists (version ${newest.versionId})`, { uri: where.uri });
         }
-        return this.#publish(where, { temp: temp.path, size: temp.size, md5: temp.md5 });
+        return this.#publish(where, temp);
       });
       this.#trace(`create ${where.uri} ${published.versionId}`);
       return infoOf(key, published);
@@ -357,7 +374,7 @@ export class LocalStore extends ObjectStore {
     await this.#linkOrCopy(sourcePath, temp, from.uri, to.uri);
     try {
       const published = await this.#locked(to, options.signal, async () =>
-        this.#publish(to, { temp, size: source.size as number, md5: source.md5 as string }),
+        this.#publish(to, { path: temp, size: source.size as number, md5: source.md5 }),
       );
       this.#trace(`copy ${from.uri}@${source.versionId} -> ${to.uri} ${published.versionId}`);
       return infoOf(toKey, published);
@@ -462,14 +479,20 @@ export class LocalStore extends ObjectStore {
     return sortVersions(await this.#versionNames(dir, what));
   }
 
-  /** Remove temp files of writers that died over an hour ago (a live write takes seconds). */
+  /**
+   * Remove the temp files of writers that are gone: a process of this machine that no longer
+   * runs, or a writer that has not touched its temp for an hour (`judgeTemp`, src/fs-atomic.ts).
+   */
   async #sweepTemps(dir: string, names: string[]): Promise<void> {
     for (const name of names) {
-      if (!name.startsWith('.tmp-')) continue;
+      const verdict = judgeTemp(name);
+      if (verdict === undefined || verdict === 'live') continue;
       const file = path.join(dir, name);
       try {
-        const { mtimeMs } = await fs.stat(file);
-        if (Date.now() - mtimeMs < STALE_TEMP_MS) continue;
+        if (verdict === 'by-age') {
+          const { mtimeMs } = await fs.stat(file);
+          if (Date.now() - mtimeMs < ABANDONED_TEMP_AGE_MS) continue;
+        }
         await fs.rm(file, { force: true });
         this.#trace(`removed the stale temp file ${file}`);
       } catch (error) {
@@ -517,15 +540,31 @@ export class LocalStore extends ObjectStore {
 
   // ---- writing ---------------------------------------------------------------------------
 
-  /** Stream `source` into a new temp file in the key's directory, hashing and fsyncing it. */
-  async #writeTemp(
-    where: KeyPath,
-    source: PutSource,
-    options: PutOptions,
-  ): Promise<{ path: string; size: number; md5: string }> {
+  /**
+   * Write `source` into a new temp file in the key's directory, fsynced: a large file is copied
+   * by the kernel (`./file-copy.ts`, no MD5), anything else streamed and hashed (MD5).
+   */
+  async #writeTemp(where: KeyPath, source: PutSource, options: PutOptions): Promise<TempFile> {
     const { signal, onProgress } = options;
-    const chunks = await openSource(source, signal);
     const temp = path.join(where.dir, tempName());
+    if (typeof source === 'string') {
+      let copied: { size: number } | undefined;
+      try {
+        copied = await copyFromFile(source, temp, { uri: where.uri, signal, onProgress });
+      } catch (error) {
+        throw fsError(error, `cannot write ${where.uri}`, where.uri);
+      }
+      if (copied !== undefined) {
+        try {
+          checkAnnounced(where, copied.size, options.size);
+        } catch (error) {
+          await this.#removeTemp(temp);
+          throw error;
+        }
+        return { path: temp, ...copied };
+      }
+    }
+    const chunks = await openSource(source, signal);
     let handle: fs.FileHandle;
     try {
       handle = await fs.open(temp, 'wx');
@@ -543,12 +582,7 @@ export class LocalStore extends ObjectStore {
         size += chunk.length;
         onProgress?.(size);
       }
-      if (options.size !== undefined && options.size !== size) {
-        throw new StoreError(
-          `the source of ${where.uri} gave ${size} bytes, not the ${options.size} announced`,
-          { uri: where.uri },
-        );
-      }
+      checkAnnounced(where, size, options.size);
       await handle.sync();
     } catch (error) {
       chunks.destroy?.();
@@ -564,10 +598,7 @@ export class LocalStore extends ObjectStore {
    * Under the key's lock: give the temp file (or, for `undefined`, a new delete marker) the next
    * version ID, make it visible, and index it in the folder (the protocol is in `./layout.ts`).
    */
-  async #publish(
-    where: KeyPath,
-    bytes: { temp: string; size: number; md5: string } | undefined,
-  ): Promise<VersionFile> {
+  async #publish(where: KeyPath, bytes: TempFile | undefined): Promise<VersionFile> {
     const pending = path.join(where.folder, pendingName(where.ref));
     const leftover = !(await createEmpty(pending, where.uri));
     const names = await this.#versionNames(where.dir, where.uri);
@@ -588,7 +619,7 @@ export class LocalStore extends ObjectStore {
     const file = path.join(where.dir, name);
     try {
       if (bytes === undefined) await fs.writeFile(file, '', { flag: 'wx' });
-      else await fs.rename(bytes.temp, file);
+      else await fs.rename(bytes.path, file);
     } catch (error) {
       throw fsError(error, `cannot publish ${where.uri}`, where.uri);
     }
@@ -677,7 +708,10 @@ export class LocalStore extends ObjectStore {
 
   // ---- reading ---------------------------------------------------------------------------
 
-  /** Open one version as a stream, honouring a byte range the way S3 does. */
+  /**
+   * Read one version: the whole of it as its immutable file (`GetResult.file`) and a stream
+   * opened on first use, or a byte range, honoured the way S3 does, as a stream.
+   */
   async #open(
     key: string,
     where: KeyPath,
@@ -703,17 +737,33 @@ export class LocalStore extends ObjectStore {
       }
       range = { start, end: Math.min(end, size) };
     }
+    const file = path.join(where.dir, v.name);
+    if (range === undefined) {
+      // The whole version: an immutable file, so the caller may copy it itself (`file`); the
+      // stream is opened only when asked for.
+      let body: Readable | undefined;
+      const signal = options.signal;
+      return {
+        get body() {
+          if (body === undefined) {
+            body = createReadStream(file);
+            if (signal !== undefined) addAbortSignal(signal, body);
+          }
+          return body;
+        },
+        file: { path: file, size },
+        info,
+        contentLength: size,
+      };
+    }
     let handle: fs.FileHandle;
     try {
-      handle = await fs.open(path.join(where.dir, v.name), 'r');
+      handle = await fs.open(file, 'r');
     } catch (error) {
       throw fsError(error, `cannot read ${where.uri}`, where.uri);
     }
-    const body: Readable = range
-      ? handle.createReadStream({ start: range.start, end: range.end - 1 })
-      : handle.createReadStream();
+    const body = handle.createReadStream({ start: range.start, end: range.end - 1 });
     if (options.signal !== undefined) addAbortSignal(options.signal, body);
-    if (range === undefined) return { body, info, contentLength: size };
     return {
       body,
       info,
@@ -876,8 +926,17 @@ function uriOf(bucket: string, key: string): string {
   return `local://${bucket}/${key.split('/').map(encodeSegment).join('/')}`;
 }
 
-function tempName(): string {
-  return `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`;
+/**
+ * A `StoreError` when a source gave another size than the caller announced (a put from a file
+ * announces its size as `stat` saw it; a file that changed since is refused, not stored).
+ */
+function checkAnnounced(where: KeyPath, size: number, announced: number | undefined): void {
+  if (announced !== undefined && announced !== size) {
+    throw new StoreError(
+      `the source of ${where.uri} gave ${size} bytes, not the ${announced} announced`,
+      { uri: where.uri },
+    );
+  }
 }
 
 /** Create an empty file if it does not exist: true when this call created it. */
@@ -917,7 +976,7 @@ function infoOf(key: string, v: VersionFile): ObjectInfo {
     size: v.size as number,
     version: v.versionId,
     versionId: v.versionId,
-    etag: `"${v.md5}"`,
+    etag: etagOf(v),
     lastModified: timeOf(v),
   };
 }

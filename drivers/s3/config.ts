@@ -6,7 +6,7 @@
  * the SDK's default provider chain (environment, shared config and credentials files, SSO, web
  * identity, container and instance metadata), the endpoint from `AWS_ENDPOINT_URL_S3` then
  * `AWS_ENDPOINT_URL` (unless `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS` is true), the region from
- * `AWS_REGION`. Only what AWS has no convention for is provcat's own: path-style addressing
+ * `AWS_REGION` (then `AWS_DEFAULT_REGION`, as the AWS CLI reads it). Only what AWS has no convention for is provcat's own: path-style addressing
  * (`PROVCAT_S3_FORCE_PATH_STYLE=1`) and the create fallback (`PROVCAT_S3_CREATE_FALLBACK`).
  *
  * Resolution is a pure function of the options and an environment object
@@ -17,6 +17,13 @@
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { StoreOptions } from '../../src/store.js';
+import {
+  DEFAULT_PART_SIZE,
+  DEFAULT_PARTS_IN_FLIGHT,
+  DEFAULT_STALL_TIMEOUT_MS,
+  MAX_PARTS_IN_FLIGHT,
+  MAX_STALL_TIMEOUT_MS,
+} from '../../src/upload/settings.js';
 
 /** One mebibyte. */
 export const MiB = 1024 * 1024;
@@ -30,21 +37,14 @@ export const MAX_PART_SIZE = 5 * GiB;
 /** S3 numbers parts 1..10,000. */
 export const MAX_PARTS = 10_000;
 
-/** Default part size and multipart threshold: 64 MiB. */
-export const DEFAULT_PART_SIZE = 64 * MiB;
-/** Default parts uploaded at once. */
-export const DEFAULT_PARTS_IN_FLIGHT = 4;
-/** Most parts in flight accepted (with 64 MiB parts: 1 GiB of part buffers). */
-export const MAX_PARTS_IN_FLIGHT = 16;
-
-/**
- * Default stall timeout of multipart uploads: 2 minutes, the driver's idle-socket timeout (a
- * socket with no byte either way for that long is a dead transfer; an upload with no progress
- * for that long is a dead upload).
- */
-export const DEFAULT_STALL_TIMEOUT_MS = 120_000;
-/** Largest stall timeout accepted (the largest delay a Node timer takes, about 24.8 days). */
-export const MAX_STALL_TIMEOUT_MS = 2_147_483_647;
+// The upload engine's defaults, the same for every driver (src/upload).
+export {
+  DEFAULT_PART_SIZE,
+  DEFAULT_PARTS_IN_FLIGHT,
+  DEFAULT_STALL_TIMEOUT_MS,
+  MAX_PARTS_IN_FLIGHT,
+  MAX_STALL_TIMEOUT_MS,
+} from '../../src/upload/settings.js';
 
 /**
  * What `_createMode` reports for a bucket whose store ignores `If-None-Match: *`:
@@ -62,28 +62,22 @@ export interface S3StoreOptions extends StoreOptions {
    * requests are sent: the client's own configuration does.
    */
   client?: S3Client | undefined;
-  /** AWS region. Default: `AWS_REGION`, else `us-east-1`. */
+  /** AWS region. Default: `AWS_REGION`, else `AWS_DEFAULT_REGION`, else `us-east-1`. */
   region?: string | undefined;
   /** Endpoint URL (Ceph, MinIO, a proxy). Default: `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`, else AWS. */
   endpoint?: string | undefined;
   /** Address buckets as `endpoint/bucket/key` instead of `bucket.endpoint/key`. Default: `PROVCAT_S3_FORCE_PATH_STYLE=1`. */
   forcePathStyle?: boolean | undefined;
-  /** Objects larger than this (bytes) are uploaded in parts. Default 64 MiB; at most 5 GiB. */
-  multipartThreshold?: number | undefined;
-  /** Part size of multipart uploads (bytes), 5 MiB..5 GiB. Default 64 MiB; raised for huge known sizes so that 10,000 parts suffice. */
-  partSize?: number | undefined;
-  /** Parts uploaded at once, 1..16. Default 4. Memory of one upload is at most `partSize * partsInFlight`. */
-  partsInFlight?: number | undefined;
-  /**
-   * Multipart uploads fail with `UploadStalled` (and are aborted) when nothing moves for this
-   * long (milliseconds, 1..2^31-1): no part acknowledged and no new body byte taken by the store
-   * while a part request waits on it. Default 120,000 (the idle-socket timeout).
-   */
-  stallTimeoutMs?: number | undefined;
   /** Copies of objects larger than this use UploadPartCopy. Default (and maximum) 5 GiB, S3's CopyObject limit. */
   copyThreshold?: number | undefined;
   /** See {@link CreateFallback}. Default: `PROVCAT_S3_CREATE_FALLBACK`, else `none`. */
   createFallback?: CreateFallback | undefined;
+  /**
+   * Reads (HEAD, GET, listings) on the lean path (lean.ts) where it applies; `false` sends every
+   * request through the SDK. Default: true, unless `PROVCAT_S3_LEAN=0`. An accelerator only:
+   * both paths give the same answers (the conformance suite runs on each).
+   */
+  lean?: boolean | undefined;
   /**
    * Where to read the settings above from (endpoint, region, path style, create fallback,
    * checksums). Default `process.env`. Credentials always come from the SDK's own chain.
@@ -110,6 +104,8 @@ export interface S3Config {
   stallTimeoutMs: number;
   copyThreshold: number;
   createFallback: CreateFallback;
+  /** The lean read path is allowed (see {@link S3StoreOptions.lean}). */
+  lean: boolean;
   /**
    * `WHEN_REQUIRED` unless `AWS_REQUEST_CHECKSUM_CALCULATION` says otherwise (see
    * docs/drivers/s3.md: S3-compatible servers such as Ceph 16 refuse the SDK's default
@@ -177,7 +173,11 @@ export function resolveS3Config(
   );
   const fallbackText = options.createFallback ?? nonEmpty(env.PROVCAT_S3_CREATE_FALLBACK);
   return {
-    region: nonEmpty(options.region) ?? nonEmpty(env.AWS_REGION) ?? 'us-east-1',
+    region:
+      nonEmpty(options.region) ??
+      nonEmpty(env.AWS_REGION) ??
+      nonEmpty(env.AWS_DEFAULT_REGION) ??
+      'us-east-1',
     endpoint,
     ignoreConfiguredEndpointUrls:
       endpoint === undefined && (ignoreEnvEndpoints || options.env !== undefined),
@@ -216,6 +216,9 @@ export function resolveS3Config(
               ? 'PROVCAT_S3_CREATE_FALLBACK'
               : 'S3 option createFallback',
           ),
+    lean:
+      options.lean ??
+      !['0', 'false', 'no', 'off'].includes(nonEmpty(env.PROVCAT_S3_LEAN)?.toLowerCase() ?? ''),
     requestChecksumCalculation: checksumSetting(
       env.AWS_REQUEST_CHECKSUM_CALCULATION,
       'AWS_REQUEST_CHECKSUM_CALCULATION',
@@ -225,14 +228,4 @@ export function resolveS3Config(
       'AWS_RESPONSE_CHECKSUM_VALIDATION',
     ),
   };
-}
-
-/**
- * The part size for an upload of `size` bytes (when known): the configured size, raised to a
- * whole number of MiB large enough that the object fits in 10,000 parts.
- */
-export function partSizeFor(configured: number, size: number | undefined): number {
-  if (size === undefined || size <= configured * MAX_PARTS) return configured;
-  const needed = Math.ceil(size / MAX_PARTS / MiB) * MiB;
-  return Math.min(Math.max(configured, needed), MAX_PART_SIZE);
 }

@@ -1,25 +1,16 @@
 /**
- * The one place where S3 SDK errors become provcat errors; also the errors of the multipart
- * engine's sources (kept here so that reading code never loads that engine).
+ * S3 errors read off the SDK's exceptions and handed to the one status map of every driver
+ * (src/service-errors.ts): 404 and the `NoSuch*` codes are NotFound, 401/403 PermissionDenied,
+ * a failed `If-None-Match: *` (412, or 409 `ConditionalRequestConflict`) on a create Exists, any
+ * other 412 PreconditionFailed, everything else StoreError with `status`.
  *
- * A missing object must never look like a refusal or a network failure, and the reverse: a 403
- * (wrong credentials, a bucket policy) stays a {@link StoreError} with `status: 403`, so a
- * caller never concludes "absent" from "not allowed to look". The rules:
- *
- * | SDK error | provcat error |
- * |---|---|
- * | HTTP 404, or `NoSuchKey`, `NotFound`, `NoSuchBucket`, `NoSuchVersion`, `NoSuchUpload` | {@link NotFound} |
- * | HTTP 412 / `PreconditionFailed` (a conditional write lost) | {@link Exists} |
- * | HTTP 409 on a create (`create`, `makeBucket`: `ConditionalRequestConflict`, `BucketAlreadyExists`) | {@link Exists} |
- * | anything else (403, 400, 5xx, throttling, timeouts, connection errors, aborts) | {@link StoreError} with `status` when there was one |
- *
- * The SDK's error is always the `cause`. HEAD requests have no error body, so the SDK names
- * their errors after the status (`NotFound`, `Forbidden`, `BadRequest`); that is why the status,
- * not only the name, decides.
+ * HEAD requests have no error body, so the SDK names their errors after the status (`NotFound`,
+ * `Forbidden`, `BadRequest`); that is why the status, not only the name, decides.
  *
  * @module
  */
-import { Exists, NotFound, ProvcatError, StoreError } from '../../src/errors.js';
+import type { ProvcatError } from '../../src/errors.js';
+import { serviceError } from '../../src/service-errors.js';
 import { encodeSegment } from '../../src/uri.js';
 
 /** What an S3 call was about, for messages and for the create rule. */
@@ -86,52 +77,22 @@ function hint(status: number | undefined, name: string): string {
 }
 
 /**
- * Map an S3 SDK error (or any error thrown during an S3 call) to a provcat error; see the module
- * comment for the rules. A {@link ProvcatError} passes through unchanged. Never throws.
+ * Map an S3 SDK error (or any error thrown during an S3 call) to a provcat error through the
+ * shared status map; a {@link ProvcatError} passes through unchanged. Never throws.
  */
 export function mapS3Error(error: unknown, context: S3ErrorContext): ProvcatError {
-  if (error instanceof ProvcatError) return error;
-  const uri = s3UriText(context.bucket, context.key);
   const status = statusOf(error);
   const name = errorName(error);
-  const where = `${context.op} ${uri}`;
-  if (status === 404 || NOT_FOUND_NAMES.has(name)) {
-    const what =
-      name === 'NoSuchBucket'
-        ? `no bucket ${context.bucket}`
-        : name === 'NoSuchUpload'
-          ? 'no such multipart upload'
-          : name === 'NoSuchVersion'
-            ? 'no such version'
-            : 'not found';
-    return new NotFound(`${where}: ${what}`, { uri, cause: error });
-  }
-  if (status === 412 || name === 'PreconditionFailed') {
-    return new Exists(`${where}: already exists (precondition failed)`, { uri, cause: error });
-  }
-  if (status === 409 && CREATE_OPS.has(context.op)) {
-    return new Exists(`${where}: already exists (${name})`, { uri, cause: error });
-  }
   const raw = (error as SdkErrorLike | null)?.message;
-  const message = typeof raw === 'string' && raw !== '' && raw !== 'UnknownError' ? raw : '';
-  const statusText = status === undefined ? '' : ` (HTTP ${status})`;
-  return new StoreError(
-    `${where} failed: ${name}${statusText}${message && message !== name ? `: ${message}` : ''}${hint(status, name)}`,
-    { uri, cause: error, status },
-  );
+  return serviceError({
+    op: context.op,
+    uri: s3UriText(context.bucket, context.key),
+    status,
+    code: name,
+    message: typeof raw === 'string' ? raw : undefined,
+    create: CREATE_OPS.has(context.op),
+    notFoundCodes: NOT_FOUND_NAMES,
+    hint: hint(status, name),
+    cause: error,
+  });
 }
-
-/** A failure of the upload's source (the file or stream being uploaded), not of the store. */
-export class SourceError extends ProvcatError {}
-
-/**
- * The source changed while it was uploaded: a file whose size or mtime changed, that ended
- * early or grew, or whose bytes sent differ from the bytes hashed. The upload is abandoned.
- */
-export class SourceChanged extends SourceError {}
-
-/**
- * The source needs more parts than the store accepts (10,000 on S3). Raised before the first
- * part beyond the limit is sent; the upload is aborted.
- */
-export class PartLimitExceeded extends ProvcatError {}

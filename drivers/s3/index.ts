@@ -6,6 +6,9 @@
  *
  * @module
  */
+
+// The source errors are the core's (src/errors.ts), exported here too for older imports.
+export { PartLimitExceeded, SourceChanged, SourceError } from '../../src/errors.js';
 export {
   type ChecksumSetting,
   type CreateFallback,
@@ -18,13 +21,7 @@ export {
   type S3Config,
   type S3StoreOptions,
 } from './config.js';
-export {
-  mapS3Error,
-  PartLimitExceeded,
-  type S3ErrorContext,
-  SourceChanged,
-  SourceError,
-  s3UriText,
-} from './errors.js';
+export { mapS3Error, type S3ErrorContext, s3UriText } from './errors.js';
 export { copySource, decodeListedKey } from './keys.js';
+export { S3Multipart } from './multipart.js';
 export { type MakeBucketOptions, PROBE_PREFIX, S3Store } from './s3-store.js';

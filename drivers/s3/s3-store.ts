@@ -31,7 +31,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import { Agent as HttpAgent, type IncomingMessage } from 'node:http';
 import type { Agent as HttpsAgent } from 'node:https';
 import path from 'node:path';
@@ -45,11 +44,13 @@ import type {
 import type {
   Capabilities,
   CreateMode,
+  DeleteIfOptions,
   GetOptions,
   GetResult,
   ListPage,
   ObjectInfo,
   PagesOptions,
+  PresignPrimitiveOptions,
   PutOptions,
   PutSource,
   SignalOptions,
@@ -60,7 +61,9 @@ import {
   isAbort,
   NotFound,
   OfflineMiss,
+  PreconditionFailed,
   type ProvcatError,
+  SourceError,
   StoreError,
 } from '../../src/errors.js';
 import { nodeHttps } from '../../src/net/builtins.js';
@@ -73,19 +76,11 @@ import {
 import { ObjectStore } from '../../src/object-store.js';
 import {
   type CreateFallback,
-  partSizeFor,
   resolveS3Config,
   type S3Config,
   type S3StoreOptions,
 } from './config.js';
-import {
-  errorName,
-  mapS3Error,
-  type S3ErrorContext,
-  SourceError,
-  s3UriText,
-  statusOf,
-} from './errors.js';
+import { errorName, mapS3Error, type S3ErrorContext, s3UriText, statusOf } from './errors.js';
 import { recordVersionOrder, sdkVersionPage } from './history.js';
 import { copySource, decodeListedKey } from './keys.js';
 import {
@@ -96,25 +91,12 @@ import {
   type Route,
   sdkSignerFactory,
 } from './lean.js';
-import type { MultipartTarget } from './multipart.js';
-import type { PartBufferPool, PartSource } from './parts.js';
+import { putMetadata, recordedSha256 } from './metadata.js';
+import { S3Multipart } from './multipart.js';
 import { endpointInputs, RouteStore } from './route-store.js';
 import { loadHttpHandler, loadS3Sdk, type S3Sdk } from './sdk.js';
 
 const s3debug = debuglog('provcat:s3');
-
-/** The multipart engine's two modules. */
-type MultipartEngine = [typeof import('./multipart.js'), typeof import('./parts.js')];
-let engine: Promise<MultipartEngine> | undefined;
-
-/**
- * The multipart engine (multipart.ts, parts.ts), loaded by the first put or copy that needs it:
- * a command that only reads never compiles it (about a quarter of the S3 driver's code).
- */
-function multipartEngine(): Promise<MultipartEngine> {
-  engine ??= Promise.all([import('./multipart.js'), import('./parts.js')]);
-  return engine;
-}
 
 /** Where `_createMode` writes its probe objects (removed again, every version). */
 export const PROBE_PREFIX = '.provcat/probe/';
@@ -135,6 +117,8 @@ interface HeadFields {
   ETag?: string | undefined;
   VersionId?: string | undefined;
   LastModified?: Date | undefined;
+  /** User metadata (`x-amz-meta-*`, names lowercased): `sha256` is the one the driver reads. */
+  Metadata?: Record<string, string> | undefined;
 }
 
 /**
@@ -158,6 +142,7 @@ function objectInfo(key: string, head: HeadFields, size?: number): ObjectInfo {
     etag,
     versionId: head.VersionId,
     lastModified: head.LastModified,
+    sha256: recordedSha256(head.Metadata),
   };
 }
 
@@ -257,11 +242,13 @@ function leanHeadInfo(
     return undefined;
   const versionId = h['x-amz-version-id'];
   const modified = h['last-modified'];
+  const sha256 = h['x-amz-meta-sha256'];
   return objectInfo(key, {
     ContentLength: length,
     ETag: h.etag,
     VersionId: typeof versionId === 'string' ? versionId : undefined,
     LastModified: modified === undefined ? undefined : httpDate(modified),
+    Metadata: typeof sha256 === 'string' ? { sha256 } : undefined,
   });
 }
 
@@ -309,7 +296,7 @@ export class S3Store extends ObjectStore {
   readonly scheme = 's3';
   readonly driver = 's3';
   /** Versions work on buckets with versioning enabled; byte ranges always. */
-  readonly capabilities: Capabilities = { versions: true, ranges: true };
+  readonly capabilities: Capabilities = { versions: true, ranges: true, sha256Metadata: true };
   /** The region requests go to (unless an injected client says otherwise). */
   readonly region: string;
   /** The endpoint URL, or `undefined` for AWS. */
@@ -334,8 +321,8 @@ export class S3Store extends ObjectStore {
   private built: Promise<S3Client> | undefined;
   private readonly versioning = new Map<string, Promise<Versioning>>();
   private readonly createModes = new Map<string, Promise<CreateMode>>();
-  /** Part buffers of buffered puts, made by the first one. */
-  private pool: PartBufferPool | undefined;
+  /** The multipart protocol per bucket, made on first use. */
+  private readonly multiparts = new Map<string, S3Multipart>();
   /**
    * GetObject, HeadObject and ListObjectsV2 without the SDK (lean.ts), when the store builds its
    * own client; `undefined` with an injected client.
@@ -352,6 +339,11 @@ export class S3Store extends ObjectStore {
   /** The lean path's learned routes kept in the cache, when routes are not fixed (route-store.ts). */
   private readonly routeStore: RouteStore | undefined;
 
+  /** True when reads take the lean path (lean.ts); false when every request goes through the SDK. */
+  get leanReads(): boolean {
+    return this.lean !== undefined;
+  }
+
   /** Throws RangeError for options or environment values out of range. Makes no network call. */
   constructor(options: S3StoreOptions = {}) {
     super(options);
@@ -367,7 +359,7 @@ export class S3Store extends ObjectStore {
     this.copyThreshold = this.config.copyThreshold;
     this.createFallback = this.config.createFallback;
     const c = this.config;
-    if (!this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
+    if (c.lean && !this.injected && c.responseChecksumValidation === 'WHEN_REQUIRED') {
       const endpoint = c.endpoint;
       const fixed = endpoint !== undefined && c.forcePathStyle;
       const agents = this.agents();
@@ -482,7 +474,7 @@ export class S3Store extends ObjectStore {
    * Close the sockets of a client this store built (an injected client is the caller's to
    * close), after the learned routes are written to the cache.
    */
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     await this.routeStore?.flush();
     const built = this.built;
     this.built = undefined;
@@ -508,6 +500,11 @@ export class S3Store extends ObjectStore {
     this.logger(message);
   }
 
+  /** Throw {@link OfflineMiss} when offline: before any S3 request (the base's one guard). */
+  private offlineGuard(context: S3ErrorContext): void {
+    this.requireOnline(context.op, s3UriText(context.bucket, context.key));
+  }
+
   /**
    * Run one S3 interaction: offline check, then `lean` (when the store has a lean path and one is
    * given; its `undefined` means "ask the SDK", its error is mapped as the SDK's would be), else
@@ -518,12 +515,7 @@ export class S3Store extends ObjectStore {
     fn: (client: S3Client, sdk: S3Sdk) => Promise<T>,
     lean?: (path: LeanPath) => Promise<T | undefined>,
   ): Promise<T> {
-    if (this.offline) {
-      throw new OfflineMiss(
-        `offline: no S3 call (${context.op} ${s3UriText(context.bucket, context.key)})`,
-        { uri: s3UriText(context.bucket, context.key) },
-      );
-    }
+    this.offlineGuard(context);
     if (lean && this.lean) {
       let answer: T | undefined;
       try {
@@ -545,8 +537,25 @@ export class S3Store extends ObjectStore {
     }
   }
 
-  private target(client: S3Client, sdk: S3Sdk, bucket: string, key: string): MultipartTarget {
-    return { client, sdk, bucket, key, debug: (m) => this.debug(m) };
+  /**
+   * S3 multipart uploads in `bucket` (multipart.ts), for the upload engine: `put` above
+   * `multipartThreshold` and managed uploads. Offline, its calls raise {@link OfflineMiss}.
+   */
+  override partProtocol(bucket: string): S3Multipart {
+    let multipart = this.multiparts.get(bucket);
+    if (!multipart) {
+      multipart = new S3Multipart(
+        async () => {
+          this.offlineGuard({ bucket, op: 'multipart upload' });
+          const [client, sdk] = await Promise.all([this.client(), loadS3Sdk()]);
+          return { client, sdk };
+        },
+        bucket,
+        (m) => this.debug(m),
+      );
+      this.multiparts.set(bucket, multipart);
+    }
+    return multipart;
   }
 
   // ---- buckets -------------------------------------------------------------------------
@@ -812,11 +821,11 @@ export class S3Store extends ObjectStore {
   }
 
   /**
-   * PutObject, streamed from a file, a stream or bytes; above `multipartThreshold` (or, for a
-   * stream of unknown size, once it fills a part) a multipart upload with bounded memory that
-   * is aborted on any failure or abort. A source that is not exactly its declared `size` fails
-   * the put. On failure a source stream is destroyed. Progress is bytes sent (single put) or
-   * bytes in acknowledged parts (multipart).
+   * Write one object: one PutObject when the source is small (at most `multipartThreshold`, or
+   * a stream that ends within one part), else a multipart upload on the upload engine
+   * (`putInParts`, multipart.ts) with bounded memory that is aborted on any failure or abort. A
+   * source that is not exactly its declared `size` fails the put; on failure a source stream is
+   * destroyed. Progress is bytes sent (one put) or bytes in acknowledged parts (multipart).
    */
   override async _put(
     bucket: string,
@@ -829,22 +838,12 @@ export class S3Store extends ObjectStore {
         throw new RangeError(`size ${options.size} given for ${source.length} bytes`);
       }
     }
-    return this.call({ bucket, key, op: 'put' }, async (client, sdk) => {
-      let size = options.size;
-      if (source instanceof Uint8Array) {
-        size = source.length;
-      } else if (typeof source === 'string' && size === undefined) {
-        try {
-          size = (await stat(source)).size;
-        } catch (cause) {
-          throw new SourceError(`cannot read ${source}: ${(cause as Error).message}`, { cause });
-        }
-      }
-      if (size !== undefined && size <= this.multipartThreshold) {
-        return this.putSingle(client, sdk, bucket, key, source, size, options);
-      }
-      return this.putParts(client, sdk, bucket, key, source, size, options);
-    });
+    this.offlineGuard({ bucket, key, op: 'put' });
+    return this.putInParts(bucket, key, source, options, (one, o) =>
+      this.call({ bucket, key, op: 'put' }, (client, sdk) =>
+        this.putSingle(client, sdk, bucket, key, one, o.size as number, o),
+      ),
+    );
   }
 
   private async putSingle(
@@ -884,6 +883,7 @@ export class S3Store extends ObjectStore {
           Body: body,
           ContentLength: size,
           ContentType: options.contentType,
+          Metadata: putMetadata(options.sha256),
         }),
         { abortSignal: request.signal },
       );
@@ -906,86 +906,6 @@ export class S3Store extends ObjectStore {
   }
 
   /**
-   * A multipart upload (multipart.ts). A file's parts are byte ranges streamed from disk (no part
-   * is held in memory; the file must not change size or mtime meanwhile); a stream's or bytes'
-   * parts go through pooled part buffers. A stream of unknown size is read one part ahead: if it
-   * ends within that part (and under the threshold) it is one plain PutObject instead.
-   */
-  private async putParts(
-    client: S3Client,
-    sdk: S3Sdk,
-    bucket: string,
-    key: string,
-    source: PutSource,
-    size: number | undefined,
-    options: PutOptions,
-  ): Promise<ObjectInfo> {
-    const partSize = partSizeFor(this.partSize, size);
-    const target = this.target(client, sdk, bucket, key);
-    const [
-      { completedEtag, uploadMultipart },
-      { BufferedParts, BytesReader, FileParts, PartBufferPool, StreamReader },
-    ] = await multipartEngine();
-    let parts: PartSource | undefined;
-    let failed = true;
-    try {
-      if (typeof source === 'string') {
-        const file = await FileParts.open(source, { partSize });
-        parts = file;
-        if (size !== undefined && file.size !== size) {
-          throw new SourceError(`${source} has ${file.size} bytes, not its declared ${size}`);
-        }
-      } else {
-        const reader =
-          source instanceof Uint8Array ? new BytesReader(source) : new StreamReader(source);
-        this.pool ??= new PartBufferPool();
-        const buffered = new BufferedParts(reader, {
-          partSize,
-          pool: this.pool,
-          expectedSize: size,
-        });
-        parts = buffered;
-        if (size === undefined) {
-          // Unknown size: one part decides. A stream that ends inside it is one plain put.
-          const first = await buffered.peek(options.signal);
-          if (
-            first === undefined ||
-            (first.size < partSize && first.size <= this.multipartThreshold)
-          ) {
-            const data = first?.bytes ?? new Uint8Array();
-            const r = await client.send(
-              new sdk.PutObjectCommand({
-                Bucket: bucket,
-                Key: key,
-                Body: data,
-                ContentLength: data.length,
-                ContentType: options.contentType,
-              }),
-              { abortSignal: options.signal },
-            );
-            options.onProgress?.(data.length);
-            failed = false;
-            return objectInfo(key, { ETag: r.ETag, VersionId: r.VersionId }, data.length);
-          }
-        }
-      }
-      const result = await uploadMultipart(target, parts, {
-        partSize,
-        partsInFlight: this.partsInFlight,
-        stallTimeoutMs: this.stallTimeoutMs,
-        contentType: options.contentType,
-        signal: options.signal,
-        onProgress: options.onProgress,
-      });
-      const etag = await completedEtag(target, result.etag, result.versionId, options.signal);
-      failed = false;
-      return objectInfo(key, { ETag: etag, VersionId: result.versionId }, result.size);
-    } finally {
-      await parts?.close(failed);
-    }
-  }
-
-  /**
    * DeleteObject after a HEAD: {@link NotFound} when there is no current object (S3's delete
    * itself cannot tell). On a versioned bucket this adds a delete marker.
    */
@@ -996,6 +916,50 @@ export class S3Store extends ObjectStore {
         abortSignal: options.signal,
       }),
     );
+  }
+
+  /**
+   * Delete `key` only if it is still `version` (its ETag). With `versionId`, DeleteObject of
+   * exactly that version (it goes for good; a newer version stays). Without, a HEAD compares
+   * the ETag ({@link PreconditionFailed} when it moved), then DeleteObject with `If-Match`, which
+   * AWS honours; a store that ignores `If-Match` (Ceph 16) leaves the window between HEAD and
+   * DELETE open, which only a writer replacing the object in that moment can use.
+   */
+  override async _deleteIf(bucket: string, key: string, options: DeleteIfOptions): Promise<void> {
+    const head = options.versionId
+      ? await this._headVersion(bucket, key, options.versionId, options)
+      : await this._head(bucket, key, options);
+    if (quotedEtag(head.version) !== quotedEtag(options.version)) {
+      throw new PreconditionFailed(
+        `delete ${s3UriText(bucket, key)}: it is ${head.version} now, not ${options.version}`,
+        { uri: s3UriText(bucket, key) },
+      );
+    }
+    await this.call({ bucket, key, op: 'delete' }, (client, sdk) =>
+      client.send(
+        new sdk.DeleteObjectCommand({
+          Bucket: bucket,
+          Key: key,
+          VersionId: options.versionId,
+          IfMatch: options.versionId ? undefined : quotedEtag(options.version),
+        }),
+        { abortSignal: options.signal },
+      ),
+    );
+  }
+
+  /** A presigned GetObject URL (SigV4 query signature) valid for `expiresIn` seconds. */
+  override async _presign(
+    bucket: string,
+    key: string,
+    options: PresignPrimitiveOptions,
+  ): Promise<string> {
+    return this.call({ bucket, key, op: 'presign' }, async (client, sdk) => {
+      const { getSignedUrl } = await import('@aws-sdk/s3-request-presigner');
+      return getSignedUrl(client, new sdk.GetObjectCommand({ Bucket: bucket, Key: key }), {
+        expiresIn: options.expiresIn,
+      });
+    });
   }
 
   // ---- version primitives --------------------------------------------------------------
@@ -1160,10 +1124,11 @@ export class S3Store extends ObjectStore {
       const source = objectInfo(key, head);
       try {
         if (source.size > this.copyThreshold) {
-          const [{ copyMultipart }] = await multipartEngine();
-          const result = await copyMultipart(
-            this.target(client, sdk, bucket, toKey),
+          const { copyMultipart } = await import('./copy.js');
+          return await copyMultipart(
+            this.partProtocol(bucket),
             key,
+            toKey,
             {
               versionId,
               size: source.size,
@@ -1176,7 +1141,6 @@ export class S3Store extends ObjectStore {
             },
             { partSize: this.partSize, partsInFlight: this.partsInFlight, signal: options.signal },
           );
-          return objectInfo(toKey, { ETag: result.etag, VersionId: result.versionId }, result.size);
         }
         const r = await client.send(
           new sdk.CopyObjectCommand({

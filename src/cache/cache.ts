@@ -21,38 +21,46 @@
  * Bytes are downloaded once per version into `blobs/` (temp file, fsync, rename: a killed
  * download leaves only a `.tmp-` file that nothing reads) and every view is a hard link to its
  * blob, so many commits of one folder share bytes on disk and every returned path is a real file.
- * A view records in its state file the version and inode of each file it linked; a refetch
- * compares that with one listing and one `lstat` per file, never a HEAD per file.
+ * A view records in its state file the version, inode, size and mtime of each file it linked;
+ * a refetch compares that with one listing and one `lstat` per file, never a HEAD per file, and
+ * reuses a file (or its blob) only while they are unchanged.
  *
  * Key names are checked before any path is built: every segment is URI-nameable (no `..`, no
- * empty segment, no NUL), so no key can produce a path outside the root.
+ * empty segment, no NUL), so no key can produce a path outside the root. Nor can a link planted
+ * in the cache: every directory a fetch writes into or reuses from is checked with `lstat` once
+ * per fetch ({@link Cache.isRealDir}, {@link Cache.ensureDir}), and reused files are `lstat`ed,
+ * never followed.
  *
  * Cost per file matters: a folder fetch of 1,000 small objects makes about 8,000 file-system
  * calls. Through libuv's thread pool each costs two thread handoffs, about 0.1–0.3 ms of CPU on
- * small VMs, against ~10 µs when made directly. So the short metadata calls of a fetch (stat of a
- * blob, link, lstat) and the writes of small bodies (≤ 64 KiB) are direct, synchronous calls;
- * only fsync, which waits on the disk, and the writes of big bodies go through the pool. The
- * event loop blocks for microseconds at a time, never for a disk flush.
+ * small VMs, against ~10 µs when made directly. So the short metadata calls of a fetch (lstat
+ * of a blob, mkdir, link, lstat) and the writes of small bodies (≤ 64 KiB) are direct,
+ * synchronous calls; only fsync, which waits on the disk, and the writes of big bodies go
+ * through the pool. The event loop blocks for microseconds at a time, never for a disk flush.
  *
  * @module
  */
 import {
   closeSync,
+  copyFileSync,
+  fchmodSync,
   constants as fsc,
+  fstatSync,
   fsync,
   linkSync,
   lstatSync,
+  mkdirSync,
   openSync,
+  readdirSync,
   renameSync,
   rmSync,
-  statSync,
+  type Stats,
   writevSync,
 } from 'node:fs';
 import {
   copyFile,
   link,
   lstat,
-  mkdir,
   open,
   readdir,
   readFile,
@@ -67,9 +75,24 @@ import envPaths from 'env-paths';
 import { sha256Hex } from '../digest.js';
 import type { GetResult } from '../driver.js';
 import { StoreError, UriError } from '../errors.js';
-import { fsyncDir, TEMP_PREFIX, tempPathFor, writeFileAtomic } from '../fs-atomic.js';
+import {
+  fsyncDir,
+  isAbandonedTemp,
+  TEMP_PREFIX,
+  tempPathFor,
+  writeFileAtomic,
+} from '../fs-atomic.js';
 import { FileSink } from '../net/file-sink.js';
 import { segmentProblem } from '../uri.js';
+import {
+  type ContentDigest,
+  checkDigest,
+  digestOf,
+  type ExpectedContent,
+  fileDigest,
+  hasherFor,
+} from './content-digest.js';
+import { holdViewLock, type ViewLock } from './view-lock.js';
 
 /** Options of {@link Cache}. */
 export interface CacheOptions {
@@ -85,13 +108,40 @@ export function defaultCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
   );
 }
 
-/** What a view (a fetched file or folder) holds: per relative path, `[version, inode, size]`. */
+/**
+ * One file a view linked: its version, and the inode, size and mtime (ms) it had when linked.
+ * The file is reused only while all of these are unchanged (an mtime is missing from states
+ * written before it was recorded, and is then not compared).
+ */
+export type FileRecord = [version: string, ino: number, size: number, mtimeMs?: number];
+
+/** What a view (a fetched file or folder, a pinned or commit copy) holds, per path. */
 export interface ViewState {
   /** The URI the view was fetched for. */
   uri: string;
   /** True once every file is current and every deleted object is gone. */
   done: boolean;
-  files: Record<string, [version: string, ino: number, size: number]>;
+  /** Per relative path (a commit copy: per key; a single file: `''`). */
+  files: Record<string, FileRecord>;
+}
+
+/** The {@link FileRecord} of a file a view linked, from its `lstat`. */
+export function recordOf(version: string, st: Stats): FileRecord {
+  return [version, st.ino, st.size, st.mtimeMs];
+}
+
+/**
+ * True when `st` (an `lstat`) is still the file `rec` recorded: a regular file with the same
+ * inode, size and (when recorded) mtime. An edit in place changes the mtime; a truncation the
+ * size; a replacement the inode; a link is not a regular file.
+ */
+export function matchesRecord(st: Stats | undefined, rec: FileRecord): boolean {
+  return (
+    st?.isFile() === true &&
+    st.ino === rec[1] &&
+    st.size === rec[2] &&
+    (rec[3] === undefined || st.mtimeMs === rec[3])
+  );
 }
 
 /** The metadata of one pinned version, kept for offline `stat`. */
@@ -128,53 +178,6 @@ export function wholeUpToFor(size: number): number | undefined {
 const WRITE_BATCH_BYTES = 1024 * 1024;
 /** A download starts the disk writing (fdatasync) after every this many bytes. */
 const WRITEBACK_BYTES = 64 * 1024 * 1024;
-/** How long a lock is waited for: attempts, and the pause between them (ms, growing). */
-const LOCK_ATTEMPTS = 100_000;
-const LOCK_PAUSE = { first: 20, factor: 1.2, most: 250 };
-
-let lockLibrary: Promise<typeof import('proper-lockfile')> | undefined;
-
-/**
- * proper-lockfile, loaded by the first lock. With graceful-fs (which patches a copy of `fs`)
- * and signal-exit (a handler per signal) it costs a CLI process ~5 ms to load, which commands
- * that take no lock (`stat`, `ls`, a cached commit's reads) need not pay.
- */
-function properLockfile(): Promise<typeof import('proper-lockfile')> {
-  lockLibrary ??= import('proper-lockfile').then((m) => m.default);
-  return lockLibrary;
-}
-
-/**
- * Take the lock at `target`, waiting while another holder has it (about 7 hours at most).
- * proper-lockfile's own `retries` option precomputes a table of every timeout (100,000 numbers
- * per call, copied once more per operation): a quarter of a second of CPU per fetch, so the
- * waiting is done here, one attempt at a time.
- */
-async function lockWaiting(
-  target: string,
-  onCompromised: (error: Error) => void,
-): Promise<() => Promise<void>> {
-  const lockfile = await properLockfile();
-  let pause = LOCK_PAUSE.first;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await lockfile.lock(target, {
-        realpath: false,
-        stale: 5000,
-        update: 1000,
-        retries: 0,
-        onCompromised,
-      });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ELOCKED' || attempt >= LOCK_ATTEMPTS) {
-        throw error;
-      }
-    }
-    await new Promise((resolve) => setTimeout(resolve, pause));
-    pause = Math.min(LOCK_PAUSE.most, pause * LOCK_PAUSE.factor);
-  }
-}
-
 /** sha256 hex of the parts joined by NUL (several per fetched file: blob, view, state paths). */
 export function hashOf(...parts: string[]): string {
   return sha256Hex(parts.join('\0'));
@@ -185,10 +188,13 @@ export class Cache {
   /** The absolute root directory. */
   readonly root: string;
   private readonly base: string;
-  /** Directories this cache made or found (see {@link inDir}); only ever a hint. */
+  /**
+   * Directories made or checked real (no symlink on the way) since the last
+   * {@link forgetDirs}: see {@link isRealDir} and {@link makeDir}.
+   */
   private readonly knownDirs = new Set<string>();
-  /** Directories being made now (see {@link makeDir}). */
-  private readonly making = new Map<string, Promise<void>>();
+  /** Directories {@link sweepTemps} cleaned since the last {@link forgetDirs}. */
+  private readonly swept = new Set<string>();
   /** The blob folder of each bucket, by scheme (see {@link blobPath}). */
   private readonly blobRoots = new Map<string, Map<string, string>>();
 
@@ -252,11 +258,15 @@ export class Cache {
 
   /** Read a view's state, or `undefined` when there is none (or it is unreadable). */
   async readState(viewId: string): Promise<ViewState | undefined> {
+    const file = this.statePath(viewId);
+    // A state file is trusted only as a regular file in a real state folder (no link followed).
+    if (!this.isRealDir(path.dirname(file))) return undefined;
     let text: string;
     try {
-      text = await readFile(this.statePath(viewId), 'utf8');
+      text = await readFile(file, { encoding: 'utf8', flag: fsc.O_RDONLY | fsc.O_NOFOLLOW });
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ELOOP') return undefined;
       throw error;
     }
     try {
@@ -271,7 +281,9 @@ export class Cache {
 
   /** Write a view's state atomically. */
   async writeState(state: ViewState): Promise<void> {
-    await writeFileAtomic(this.statePath(state.uri), JSON.stringify(state));
+    const file = this.statePath(state.uri);
+    this.makeDir(path.dirname(file));
+    await writeFileAtomic(file, JSON.stringify(state));
   }
 
   /** Remove a view's state (its `done` mark) before changing the view. */
@@ -287,10 +299,9 @@ export class Cache {
 
   /** Remember what a pinned version is (size, etag), so `stat` at it works offline. */
   async writeVersionMeta(scheme: string, bucket: string, meta: VersionMeta): Promise<void> {
-    await writeFileAtomic(
-      this.metaPath(scheme, bucket, meta.key, meta.versionId),
-      JSON.stringify(meta),
-    );
+    const file = this.metaPath(scheme, bucket, meta.key, meta.versionId);
+    this.makeDir(path.dirname(file));
+    await writeFileAtomic(file, JSON.stringify(meta));
   }
 
   /** What {@link writeVersionMeta} recorded, or `undefined`. */
@@ -300,32 +311,35 @@ export class Cache {
     key: string,
     versionId: string,
   ): Promise<VersionMeta | undefined> {
+    const file = this.metaPath(scheme, bucket, key, versionId);
+    if (!this.isRealDir(path.dirname(file))) return undefined;
     try {
-      const text = await readFile(this.metaPath(scheme, bucket, key, versionId), 'utf8');
+      const text = await readFile(file, { encoding: 'utf8', flag: fsc.O_RDONLY | fsc.O_NOFOLLOW });
       const meta = JSON.parse(text) as VersionMeta;
       return meta.key === key && meta.versionId === versionId ? meta : undefined;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ELOOP') return undefined;
       throw error;
     }
   }
 
   /**
-   * Hold the lock of a view while `fn` runs. The lock is a directory whose mtime the holder
-   * refreshes; a holder that was killed stops refreshing and its lock goes stale after a few
-   * seconds, so a crashed fetch never blocks the cache for good.
+   * Hold the lock of a view while `fn` runs (see src/cache/view-lock.ts). The lock is a
+   * directory whose mtime the holder refreshes; a holder that was killed stops refreshing and its
+   * lock goes stale after a few seconds, so a crashed fetch never blocks the cache for good.
+   * `fn` gets the {@link ViewLock}, and must `check()` it right before each write to the view or
+   * its state: a holder that was stopped and lost its lock then stops with a `StoreError`
+   * instead of overwriting the newer fetch's work.
    */
-  async withLock<T>(viewId: string, fn: () => Promise<T>): Promise<T> {
+  async withLock<T>(viewId: string, fn: (lock: ViewLock) => Promise<T>): Promise<T> {
     const target = path.join(this.base, 'locks', hashOf(viewId));
-    await this.ensureDir(path.dirname(target));
-    let compromised: Error | undefined;
-    const release = await lockWaiting(target, (error) => {
-      compromised = error;
-    });
+    this.makeDir(path.dirname(target));
+    const { lock, release } = await holdViewLock(target, viewId);
     try {
-      return await fn();
+      return await fn(lock);
     } finally {
-      if (!compromised) await release().catch(() => {});
+      await release();
     }
   }
 
@@ -333,29 +347,42 @@ export class Cache {
    * Download a GET's body into the blob for (`key`, `identity`): temp file, fsync, rename. The
    * blob appears only complete; `expectedSize` guards against a body cut short. A result with
    * `bytes` (read whole) is written from them, one with `pipeTo` (reused read buffers) from
-   * that, else from `body`. Returns the blob path.
+   * that, one with a `file` (a driver's local file) copied by the kernel, else from `body`.
+   * With `digest`, the bytes are hashed as they are written and the blob appears only when they
+   * match (else `ObjectIntegrityError('DigestMismatch')`, and nothing is left); such a read
+   * never takes the `file` copy, whose bytes the process would not see. Returns the blob path.
    */
   async installBlob(
     blob: string,
-    res: Pick<GetResult, 'body' | 'pipeTo' | 'bytes' | 'release'>,
+    res: Pick<GetResult, 'body' | 'pipeTo' | 'bytes' | 'release' | 'file'>,
     expectedSize: number,
     onBytes?: (n: number) => void,
     signal?: AbortSignal,
+    digest?: ExpectedContent,
   ): Promise<string> {
+    if (res.file !== undefined && digest === undefined) {
+      return this.installFromFile(blob, res.file.path, expectedSize, onBytes, signal);
+    }
     if (res.bytes) {
-      if (res.bytes.length !== expectedSize) {
+      try {
+        if (res.bytes.length !== expectedSize) {
+          throw new StoreError(
+            `download of ${res.bytes.length} bytes, ${expectedSize} expected; nothing was cached`,
+          );
+        }
+        if (digest) checkDigest(digest, digestOf(digest.algorithm, res.bytes));
+      } catch (error) {
         res.release?.();
-        throw new StoreError(
-          `download of ${res.bytes.length} bytes, ${expectedSize} expected; nothing was cached`,
-        );
+        throw error;
       }
       return this.writeSmallBlob(blob, [res.bytes], expectedSize, onBytes, res.release);
     }
-    if (res.pipeTo) return this.installFromSink(blob, res.pipeTo, expectedSize, onBytes);
+    if (res.pipeTo) return this.installFromSink(blob, res.pipeTo, expectedSize, onBytes, digest);
     const body = res.body;
     if (expectedSize <= SMALL_BLOB_BYTES) {
-      return this.installSmallBlob(blob, body, expectedSize, onBytes, signal);
+      return this.installSmallBlob(blob, body, expectedSize, onBytes, signal, digest);
     }
+    const hash = hasherFor(digest);
     const temp = tempPathFor(blob);
     // Read-only from the start: the mode applies to later opens, not to this descriptor.
     const handle = await this.inDir(path.dirname(blob), () =>
@@ -383,6 +410,7 @@ export class Cache {
       };
       for await (const chunk of body as AsyncIterable<Buffer>) {
         signal?.throwIfAborted();
+        hash?.update(chunk);
         batch.push(chunk);
         batched += chunk.length;
         if (batched >= WRITE_BATCH_BYTES) await write();
@@ -393,6 +421,7 @@ export class Cache {
           `download ended after ${written} of ${expectedSize} bytes; nothing was cached`,
         );
       }
+      if (digest && hash) checkDigest(digest, hash.digest('hex'));
       await flushing;
       flushing = undefined;
       await handle.sync();
@@ -419,17 +448,20 @@ export class Cache {
     pipeTo: NonNullable<GetResult['pipeTo']>,
     expectedSize: number,
     onBytes: ((n: number) => void) | undefined,
+    digest: ExpectedContent | undefined,
   ): Promise<string> {
     const temp = tempPathFor(blob);
     // Read-only from the start: the mode applies to later opens, not to this descriptor.
     const fd = await this.inDir(path.dirname(blob), async () =>
       openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
     );
+    const hash = hasherFor(digest);
     const sink = new FileSink(fd, {
       syncEveryBytes: WRITEBACK_BYTES,
       batchBytes: WRITE_BATCH_BYTES,
       direct: expectedSize <= SMALL_BLOB_BYTES,
       onBytes,
+      hash,
     });
     try {
       await pipeTo(sink);
@@ -438,6 +470,7 @@ export class Cache {
           `download of ${sink.written} bytes, ${expectedSize} expected; nothing was cached`,
         );
       }
+      if (digest && hash) checkDigest(digest, hash.digest('hex'));
       await sink.finish();
     } catch (error) {
       await sink.settle();
@@ -447,6 +480,50 @@ export class Cache {
     }
     closeSync(fd);
     renameSync(temp, blob);
+    return blob;
+  }
+
+  /**
+   * {@link installBlob} from a driver's local file ({@link GetResult.file}): the kernel copies
+   * it (a reflink where the file system can, else `copy_file_range`; no byte passes through
+   * JavaScript) into a temp file this cache created, which is then made read-only, checked for
+   * `expectedSize`, fsynced and renamed. The source is only read: a hard link would let an edit
+   * of the fetched file change the store's immutable version. An abort is seen before the copy
+   * starts, not during it (the kernel's copy cannot be interrupted).
+   */
+  private async installFromFile(
+    blob: string,
+    source: string,
+    expectedSize: number,
+    onBytes: ((n: number) => void) | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<string> {
+    signal?.throwIfAborted();
+    const temp = tempPathFor(blob);
+    // Writable until it is complete (the copy opens it by name); read-only before it is visible.
+    const fd = await this.inDir(path.dirname(blob), async () =>
+      openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o644),
+    );
+    try {
+      // A small file's copy takes microseconds: made directly, like the small writes above.
+      if (expectedSize <= SMALL_BLOB_BYTES) copyFileSync(source, temp, fsc.COPYFILE_FICLONE);
+      else await copyFile(source, temp, fsc.COPYFILE_FICLONE);
+      const { size } = fstatSync(fd);
+      if (size !== expectedSize) {
+        throw new StoreError(`copied ${size} bytes, ${expectedSize} expected; nothing was cached`);
+      }
+      fchmodSync(fd, 0o444);
+      await new Promise<void>((resolve, reject) =>
+        fsync(fd, (error) => (error ? reject(error) : resolve())),
+      );
+    } catch (error) {
+      closeSync(fd);
+      rmSync(temp, { force: true });
+      throw error;
+    }
+    closeSync(fd);
+    renameSync(temp, blob);
+    onBytes?.(expectedSize);
     return blob;
   }
 
@@ -461,6 +538,7 @@ export class Cache {
     expectedSize: number,
     onBytes: ((n: number) => void) | undefined,
     signal: AbortSignal | undefined,
+    digest: ExpectedContent | undefined,
   ): Promise<string> {
     const chunks: Buffer[] = [];
     let received = 0;
@@ -475,6 +553,11 @@ export class Cache {
         throw new StoreError(
           `download ${received > expectedSize ? 'ran past' : `ended after ${received} of`} ${expectedSize} bytes; nothing was cached`,
         );
+      }
+      if (digest) {
+        const hash = hasherFor(digest) as NonNullable<ReturnType<typeof hasherFor>>;
+        for (const chunk of chunks) hash.update(chunk);
+        checkDigest(digest, hash.digest('hex'));
       }
     } catch (error) {
       body.destroy();
@@ -530,21 +613,46 @@ export class Cache {
     return blob;
   }
 
-  /** True when the blob exists (blobs only ever appear complete). */
-  async hasBlob(blob: string): Promise<number | undefined> {
-    // No exception for the common answer on a cold fetch ("not there"): building one per file
-    // cost more than the system call.
-    return statSync(blob, { throwIfNoEntry: false })?.ino;
+  /**
+   * True when the blob can be linked into a view as the bytes of a version of `size` bytes: a
+   * regular file of that size (never a link: blobs only ever appear complete) in a real blob
+   * directory, and
+   * - when `seen` (the record of a view file being replaced) names this very inode: unchanged
+   *   since (same size and mtime) — else it was edited in place through the view, and is bad;
+   * - otherwise, when `digest` is given: its bytes hash to it (one read of the file).
+   *
+   * A blob that fails is removed, so it is downloaded again; one without a digest to check is
+   * trusted on its size. One `lstat` when nothing is there.
+   */
+  async checkedBlob(
+    blob: string,
+    size: number,
+    digest?: ContentDigest,
+    seen?: FileRecord,
+  ): Promise<boolean> {
+    const st = lstatOrUndefined(blob);
+    if (st === undefined || !this.isRealDir(path.dirname(blob))) return false;
+    let ok = st.isFile() && st.size === size;
+    if (ok && seen !== undefined && seen[1] === st.ino && seen[3] !== undefined) {
+      // Verified when it was linked; trusted while nothing changed it.
+      if (st.mtimeMs === seen[3] && st.size === seen[2]) return true;
+      ok = false;
+    } else if (ok && digest) {
+      ok = (await fileDigest(blob, digest.algorithm, size)) === digest.hex;
+    }
+    if (!ok) rmSync(blob, { force: true, recursive: true });
+    return ok;
   }
 
   /**
    * Make `dest` a link to `blob`, atomically replacing what was there (link to a temp name,
-   * rename over). Falls back to a copy where hard links are not allowed. Returns the inode.
+   * rename over). Falls back to a copy where hard links are not allowed. Returns the `lstat`
+   * of `dest` (for its {@link FileRecord}).
    */
-  async linkInto(blob: string, dest: string): Promise<number> {
+  async linkInto(blob: string, dest: string): Promise<Stats> {
     try {
       await this.inDir(path.dirname(dest), async () => linkSync(blob, dest));
-      return lstatSync(dest).ino;
+      return lstatSync(dest);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'EEXIST' && code !== 'EXDEV' && code !== 'EPERM' && code !== 'EMLINK') {
@@ -573,17 +681,18 @@ export class Cache {
       }
       throw error;
     }
-    return (await lstat(dest)).ino;
+    return lstat(dest);
   }
 
   /**
-   * Run `fn`, which creates a name in `dir`, making `dir` first unless this cache made or saw it
-   * already (a folder fetch would otherwise repeat one mkdir per file). If the directory went
-   * away since (ENOENT, or ENOTDIR for a file in the way), it is made again and `fn` retried.
+   * Run `fn`, which creates a name in `dir`, making `dir` first unless this fetch made or
+   * checked it already (a folder fetch would otherwise repeat the checks once per file). If the
+   * directory went away since (ENOENT, or ENOTDIR for a file in the way), it is made again and
+   * `fn` retried.
    */
   private async inDir<T>(dir: string, fn: () => Promise<T>): Promise<T> {
     if (!this.knownDirs.has(dir)) {
-      await this.makeDir(dir);
+      this.makeDir(dir);
       return fn();
     }
     try {
@@ -592,59 +701,76 @@ export class Cache {
       const code = (error as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
       this.knownDirs.clear();
-      await this.makeDir(dir);
+      this.makeDir(dir);
       return fn();
     }
   }
 
   /**
-   * {@link ensureDir} for {@link inDir}: its parents first, each directory once however many
-   * files of a fetch want it at the same time. A cold fetch of 1,000 files into 266 folders
-   * made 490 mkdir calls when 16 downloads each ran `mkdir -p` and raced on the parents; a
-   * mkdir costs 0.1–0.4 ms of kernel time here.
+   * Forget which directories were checked: the next write or reuse below the root checks each
+   * directory it goes through again (once). Called when a fetch starts, so a directory replaced
+   * by a link since an earlier fetch of a long-lived process is never written through.
    */
-  private makeDir(dir: string): Promise<void> {
-    if (this.knownDirs.has(dir)) return Promise.resolve();
-    let making = this.making.get(dir);
-    if (making === undefined) {
-      making = (async () => {
-        const parent = path.dirname(dir);
-        if (parent.length > this.base.length && parent.startsWith(this.base)) {
-          await this.makeDir(parent);
-        }
-        await this.ensureDir(dir);
-      })().finally(() => this.making.delete(dir));
-      this.making.set(dir, making);
-    }
-    return making;
+  forgetDirs(): void {
+    this.knownDirs.clear();
+    this.swept.clear();
   }
 
-  /** mkdir -p, where a stale file in the way (an object since replaced by a folder) is removed. */
-  async ensureDir(dir: string): Promise<void> {
+  /**
+   * True when `dir` and every directory between it and the layout root (`<root>/v1`, itself
+   * included) is a real directory: no component is a symlink, none is missing. One `lstat` per
+   * directory not yet checked by this fetch. Use before trusting a file found below `dir`.
+   */
+  isRealDir(dir: string): boolean {
+    if (this.knownDirs.has(dir)) return true;
+    if (dir !== this.base) {
+      const parent = path.dirname(dir);
+      if (!parent.startsWith(this.base) || parent === dir || !this.isRealDir(parent)) return false;
+    }
+    if (!lstatOrUndefined(dir)?.isDirectory()) return false;
+    this.rememberDir(dir);
+    return true;
+  }
+
+  /**
+   * Make `dir` a real directory, its parents first (down from `<root>/v1`), each directory once
+   * per fetch however many files want it. Direct system calls: a `mkdir`, and an `lstat` when
+   * something is there already. Whatever is in the way and is not a real directory — a symlink
+   * planted in the cache, a file of an object since replaced by a folder — is removed (the link
+   * itself, never what it points to) and a directory made in its place, so nothing is ever
+   * written through a link.
+   */
+  private makeDir(dir: string): void {
+    if (this.knownDirs.has(dir)) return;
+    const parent = path.dirname(dir);
+    if (dir === this.base) mkdirSync(this.root, { recursive: true });
+    else if (parent.startsWith(this.base) && parent !== dir) this.makeDir(parent);
+    this.makeLevel(dir);
+  }
+
+  /** One level of {@link makeDir}: its parent is a real directory already. */
+  private makeLevel(dir: string): void {
     try {
-      await mkdir(dir, { recursive: true });
-      this.rememberDir(dir);
-      return;
+      mkdirSync(dir);
     } catch (error) {
-      if (
-        (error as NodeJS.ErrnoException).code !== 'ENOTDIR' &&
-        (error as NodeJS.ErrnoException).code !== 'EEXIST'
-      )
-        throw error;
-      // Walk down from the root of the view, replacing the first file found by a folder.
-      const rel = path.relative(this.base, dir).split(path.sep);
-      let cur = this.base;
-      for (const part of rel) {
-        cur = path.join(cur, part);
-        const st = await lstat(cur).catch(() => undefined);
-        if (st && !st.isDirectory()) await rm(cur, { force: true });
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      if (!lstatSync(dir).isDirectory()) {
+        rmSync(dir, { force: true });
+        mkdirSync(dir);
       }
-      await mkdir(dir, { recursive: true });
-      this.rememberDir(dir);
     }
+    this.rememberDir(dir);
   }
 
-  /** Note that `dir` exists (bounded: a huge tree only costs the mkdir calls again). */
+  /**
+   * mkdir -p below the layout root, safely (see {@link makeDir}): no component is a link when
+   * it returns.
+   */
+  async ensureDir(dir: string): Promise<void> {
+    this.makeDir(dir);
+  }
+
+  /** Note that `dir` is a real directory (bounded: a huge tree only costs the checks again). */
   private rememberDir(dir: string): void {
     if (this.knownDirs.size >= 10_000) this.knownDirs.clear();
     this.knownDirs.add(dir);
@@ -655,6 +781,9 @@ export class Cache {
    * folders left empty. Leftover temp files of killed fetches go too. Returns how many went.
    */
   async prune(dir: string, keep: Set<string>): Promise<number> {
+    // Never walk through a link: a copy replaced by a link to a folder outside the cache must
+    // not lose that folder's files. (Below `dir`, a recursive readdir never follows links.)
+    if (!this.isRealDir(dir)) return 0;
     let entries: { name: string; parentPath: string; isDirectory(): boolean }[];
     try {
       entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
@@ -681,7 +810,15 @@ export class Cache {
       }
       const own = full.slice(base.length);
       const rel = path.sep === '/' ? own : own.split(path.sep).join('/');
-      if (e.name.startsWith(TEMP_PREFIX) && (await isRecent(full))) continue;
+      if (e.name.startsWith(TEMP_PREFIX)) {
+        // A temp is a write in progress (another process may be about to rename it into
+        // place) unless its writer is gone.
+        if (abandonedTemp(full, e.name)) {
+          rmSync(full, { force: true });
+          removed++;
+        }
+        continue;
+      }
       if (!keep.has(rel)) {
         await rm(full, { force: true });
         removed++;
@@ -709,10 +846,13 @@ export class Cache {
     let blobs = 0;
     let bytes = 0;
     let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
-    try {
-      entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    this.forgetDirs();
+    if (this.isRealDir(dir)) {
+      try {
+        entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
     }
     for (const e of entries) {
       if (!e.isFile() || e.name.startsWith(TEMP_PREFIX)) continue;
@@ -724,33 +864,72 @@ export class Cache {
 
   /**
    * Free what no view uses: blobs that no fetched file, folder, pin or commit links to any more
-   * (their link count is 1), and temp files left by killed downloads. Only files older than
-   * `minAgeMs` (default one hour) go, so a fetch running now never loses a blob it is about to
-   * link. Everything a view holds stays; a collected version is downloaded again if needed.
+   * (their link count is 1) and older than `minAgeMs` (default one hour, so a fetch running now
+   * never loses a blob it is about to link), and, anywhere in the cache, temp files whose writer
+   * is gone (`isAbandonedTemp` in src/fs-atomic.ts: a dead pid on this host, or a day old),
+   * whatever their age; a live writer's temp stays. Everything a view holds stays; a collected
+   * version is downloaded again if needed. No link is followed.
    */
   async collect(minAgeMs = 3_600_000): Promise<{ files: number; bytes: number }> {
-    const dir = path.join(this.base, 'blobs');
-    let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
-    try {
-      entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    }
+    this.forgetDirs();
+    const blobs = path.join(this.base, 'blobs', path.sep);
     let files = 0;
     let bytes = 0;
     const cutoff = Date.now() - minAgeMs;
-    for (const e of entries) {
-      if (!e.isFile()) continue;
-      const full = path.join(e.parentPath, e.name);
-      const st = await stat(full).catch(() => undefined);
-      if (!st || st.mtimeMs > cutoff) continue;
-      if (e.name.startsWith(TEMP_PREFIX) || st.nlink === 1) {
-        await rm(full, { force: true });
-        files++;
-        bytes += st.size;
+    for (const dir of [this.base, path.join(this.root, 'commits')]) {
+      let entries: { name: string; parentPath: string; isFile(): boolean }[] = [];
+      // Never walk through a link (a folder of the cache replaced by a link to one outside).
+      if (
+        dir === this.base ? !this.isRealDir(dir) : lstatOrUndefined(dir)?.isDirectory() !== true
+      ) {
+        continue;
+      }
+      try {
+        entries = (await readdir(dir, { recursive: true, withFileTypes: true })) as never;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
+      for (const e of entries) {
+        if (!e.isFile()) continue;
+        const temp = e.name.startsWith(TEMP_PREFIX);
+        const full = path.join(e.parentPath, e.name);
+        if (!temp && !full.startsWith(blobs)) continue;
+        const st = lstatOrUndefined(full);
+        if (!st?.isFile()) continue;
+        const garbage = temp
+          ? isAbandonedTemp(e.name, st.mtimeMs)
+          : st.nlink === 1 && st.mtimeMs <= cutoff;
+        if (garbage) {
+          rmSync(full, { force: true });
+          files++;
+          bytes += st.size;
+        }
       }
     }
     return { files, bytes };
+  }
+
+  /**
+   * Remove the temp files of gone writers from `dir` (see `isAbandonedTemp`), once per fetch:
+   * what a fetch killed while it wrote there left. One `readdir` of the directory; run only by a
+   * fetch that takes over from an interrupted one.
+   */
+  sweepTemps(dir: string): void {
+    if (this.swept.has(dir) || !this.isRealDir(dir)) return;
+    this.swept.add(dir);
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+    for (const name of names) {
+      if (name.startsWith(TEMP_PREFIX)) {
+        const full = path.join(dir, name);
+        if (abandonedTemp(full, name)) rmSync(full, { force: true });
+      }
+    }
   }
 
   /** `dir` joined with a relative key whose segments are checked first. */
@@ -770,12 +949,22 @@ export class Cache {
 }
 
 /**
- * True for a file modified in the last minute: a temp file another process (fetching a folder
- * nested in this one) may be about to rename into place.
+ * `lstat` (never following a link), or `undefined` when nothing is there: a missing name, or a
+ * name below something that is not a directory (ENOTDIR).
  */
-async function isRecent(file: string): Promise<boolean> {
-  const st = await stat(file).catch(() => undefined);
-  return st !== undefined && Date.now() - st.mtimeMs < 60_000;
+export function lstatOrUndefined(p: string): Stats | undefined {
+  try {
+    return lstatSync(p, { throwIfNoEntry: false });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    throw error;
+  }
+}
+
+/** True when the temp file `full` (named `name`) is a regular file left by a gone writer. */
+function abandonedTemp(full: string, name: string): boolean {
+  const st = lstatOrUndefined(full);
+  return st?.isFile() === true && isAbandonedTemp(name, st.mtimeMs);
 }
 
 /** Throw unless `segment` is a safe single path component (see src/uri.ts). */

@@ -6,18 +6,27 @@
  * complete once marked done and is then answered with no store call, online or offline. Bytes
  * are shared: each file links to the blob of its version ID, so commits that share unchanged
  * files share their bytes, and a version already downloaded is never downloaded again. Every
- * downloaded version is checked against the commit's size and ETag.
+ * downloaded version is checked against the commit's size and ETag, and its bytes against the
+ * digest the commit records (`sha256`, or an ETag that is a plain MD5) before it is cached.
  *
  * @module
  */
-import { lstat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { CommitFile } from '../commits/format.js';
 import { fileAt, filesUnder, loadCommit } from '../commits/load.js';
 import { forEachLimit } from '../concurrency.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
-import { wholeUpToFor } from './cache.js';
+import {
+  type FileRecord,
+  lstatOrUndefined,
+  matchesRecord,
+  recordOf,
+  type ViewState,
+  wholeUpToFor,
+} from './cache.js';
+import { recordedDigest } from './content-digest.js';
 import { checkDiskNames, Transfer } from './fetch.js';
 
 /** Fetch exactly the versions a commit lists for `u` (a folder or file at or below it). */
@@ -38,18 +47,39 @@ export async function fetchCommit(
   }
   const path = cache.commitTreePath(store.scheme, bucket, id, single ? single.key : folder.prefix);
   const viewId = `commit:${single ? u : folder}`;
-  const state = await cache.readState(viewId);
-  if (state?.done) return { path, files: files.length, downloaded: 0, bytes: 0 };
+  const destOf = (f: CommitFile) => cache.commitTreePath(store.scheme, bucket, id, f.key);
+  // A file of the copy is reused while it is what the state recorded when it was linked (and
+  // checked): a regular file, same inode, size and mtime, in real directories (no link
+  // followed). One lstat per file; anything else is linked again from a checked blob.
+  const intact = (f: CommitFile, rec: FileRecord | undefined): boolean => {
+    if (rec === undefined || rec[0] !== f.versionId || rec[2] !== f.size) return false;
+    const dest = destOf(f);
+    return matchesRecord(lstatOrUndefined(dest), rec) && cache.isRealDir(dirname(dest));
+  };
+  const first = await cache.readState(viewId);
+  if (first?.done && files.every((f) => intact(f, first.files[f.key]))) {
+    return { path, files: files.length, downloaded: 0, bytes: 0 };
+  }
   checkDiskNames(
     files.map((f) => f.key.slice(folder.prefix.length)),
     folder,
   );
-  return cache.withLock(viewId, async () => {
+  return cache.withLock(viewId, async (lock) => {
+    const state = await cache.readState(viewId);
+    const record: ViewState['files'] = {};
     const missing: CommitFile[] = [];
     for (const f of files) {
-      const dest = cache.commitTreePath(store.scheme, bucket, id, f.key);
-      const st = await lstat(dest).catch(() => undefined);
-      if (!(st?.isFile() && st.size === f.size)) missing.push(f);
+      const rec = state?.files[f.key];
+      if (rec && intact(f, rec)) record[f.key] = rec;
+      else missing.push(f);
+    }
+    // Taking over from an interrupted fetch (a stale lock, or a copy there without a done
+    // state): its temps are cleaned from the blob folders this fetch writes to.
+    const recovering =
+      lock.tookOver || (state ? !state.done : cache.isRealDir(single ? dirname(path) : path));
+    if (state && (missing.length > 0 || !state.done)) {
+      lock.check();
+      await cache.clearState(viewId);
     }
     const totalBytes = missing.reduce((n, f) => n + f.size, 0);
     const transfer = new Transfer(store, u, options, totalBytes, missing.length);
@@ -58,11 +88,26 @@ export async function fetchCommit(
       missing,
       options.concurrency ?? store.concurrency,
       async (f, signal) => {
-        const blob = cache.blobPath(store.scheme, bucket, f.key, f.versionId);
-        if ((await cache.hasBlob(blob)) === undefined) {
+        let blob = cache.blobPath(store.scheme, bucket, f.key, f.versionId);
+        const expected = recordedDigest(f);
+        const seen = state?.files[f.key];
+        // A cached blob is linked only once checked: the commit's size, and its digest (once;
+        // or unchanged since this copy linked it, by inode, size and mtime). A folder fetch
+        // from a store whose listings give no version ID (S3) stored the same bytes under the
+        // key's ETag: that blob serves too, once checked the same way.
+        let cached = await cache.checkedBlob(blob, f.size, expected, seen);
+        if (!cached && f.etag !== undefined) {
+          const byEtag = cache.blobPath(store.scheme, bucket, f.key, `v:${f.etag}`);
+          if (await cache.checkedBlob(byEtag, f.size, expected, seen)) {
+            blob = byEtag;
+            cached = true;
+          }
+        }
+        if (!cached) {
+          if (recovering) cache.sweepTemps(dirname(blob));
           const where = `${store.scheme}://${bucket}/${f.key}?at=version:${f.versionId}`;
           if (store.offline) {
-            throw new OfflineMiss(`offline, and ${where} of commit ${id} is not cached`, {
+            throw new OfflineMiss(`offline, and ${where} of commit ${id} is not cached intact`, {
               uri: u.toString(),
             });
           }
@@ -72,25 +117,39 @@ export async function fetchCommit(
           });
           const etag = res.info.etag;
           if (res.contentLength !== f.size || (f.etag && etag && etag !== f.etag)) {
-            if (!res.bytes) res.body.destroy();
+            if (res.bytes) res.release?.();
+            else res.body.destroy();
             throw new ObjectIntegrityError(
               'DigestMismatch',
               `${where}: the store returned ${res.contentLength} bytes with ETag ${etag}, commit ${id} says ${f.size} bytes with ETag ${f.etag}`,
               { uri: where },
             );
           }
-          await cache.installBlob(blob, res, f.size, transfer.add, signal);
+          // The bytes must hash to what the commit records (its sha256, or an ETag that is a
+          // plain MD5), checked before the blob appears: bit rot in the store is never cached.
+          await cache.installBlob(
+            blob,
+            res,
+            f.size,
+            transfer.add,
+            signal,
+            expected && { ...expected, uri: where, source: `commit ${id}` },
+          );
           downloaded++;
         }
-        await cache.linkInto(blob, cache.commitTreePath(store.scheme, bucket, id, f.key));
+        lock.check();
+        const st = await cache.linkInto(blob, destOf(f));
+        record[f.key] = recordOf(f.versionId, st);
         transfer.fileDone();
       },
       options.signal,
     );
+    lock.check();
     if (!single) {
       await cache.prune(path, new Set(files.map((f) => f.key.slice(folder.prefix.length))));
     }
-    await cache.writeState({ uri: viewId, done: true, files: {} });
+    lock.check();
+    await cache.writeState({ uri: viewId, done: true, files: record });
     return { path, files: files.length, downloaded, bytes: transfer.bytes };
   });
 }

@@ -12,14 +12,23 @@
  *
  * @module
  */
-import { lstatSync } from 'node:fs';
-import { lstat } from 'node:fs/promises';
-import { forEachLimit } from '../concurrency.js';
+import path from 'node:path';
+import { debuglog } from 'node:util';
+import { type AdaptiveWindow, forEachAdaptive } from '../concurrency.js';
 import type { GetResult, ObjectInfo } from '../driver.js';
-import { NotFound, OfflineMiss, StoreError } from '../errors.js';
+import { NotFound, ObjectIntegrityError, OfflineMiss, StoreError } from '../errors.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
+import { ADAPTIVE_MAX_CONCURRENCY } from '../store.js';
 import type { Uri } from '../uri.js';
-import { type ViewState, wholeUpToFor } from './cache.js';
+import {
+  type FileRecord,
+  lstatOrUndefined,
+  matchesRecord,
+  recordOf,
+  type ViewState,
+  wholeUpToFor,
+} from './cache.js';
+import { recordedDigest } from './content-digest.js';
 
 /** Dispatch a fetch by the kind of URI. */
 export async function fetchUri(
@@ -27,6 +36,8 @@ export async function fetchUri(
   u: Uri,
   options: FetchOptions,
 ): Promise<FetchResult> {
+  // Every directory this fetch reuses or writes is checked (once) for links planted since.
+  store.cache.forgetDirs();
   if (u.at?.kind === 'version') return fetchVersion(store, u, u.at.id, options);
   if (u.at?.kind === 'commit') {
     // Commits' modules load only for a pinned fetch (docs/performance.md: start-up).
@@ -55,6 +66,17 @@ export async function fetchUri(
 /** The identity a blob is stored under: the version ID when known, else the version. */
 export function blobIdentity(info: ObjectInfo): string {
   return info.versionId ?? `v:${info.version}`;
+}
+
+/**
+ * The other name the bytes of `info` may be cached under: when a HEAD or GET reports a version
+ * ID and a version that differ (S3: the ETag), a folder fetch, whose listing gives no version
+ * ID, stored them under `v:<version>`. `undefined` where the two are one (the local store).
+ */
+function listedIdentity(info: ObjectInfo): string | undefined {
+  return info.versionId !== undefined && info.version !== info.versionId
+    ? `v:${info.version}`
+    : undefined;
 }
 
 /** Shared progress bookkeeping of one fetch. */
@@ -97,11 +119,20 @@ export class Transfer {
   }
 }
 
+/** How {@link currentBlob} looks for and writes a blob. */
+interface BlobLookup {
+  signal: AbortSignal | undefined;
+  /** The record of the view file the blob will replace, if any (see {@link Cache.checkedBlob}). */
+  seen?: FileRecord | undefined;
+  /** Clean gone writers' temps from the blob's folder before writing there (a recovery). */
+  sweep?: boolean | undefined;
+}
+
 /**
  * The blob of the current object `key`, whose listing or HEAD said `known`: the cached one when
- * that version is there, else one GET into a new blob (stored under the version of the bytes the
- * GET returned, which may be newer than `known`). Returns the blob, what the store said of its
- * bytes, and whether bytes moved.
+ * that version is there, intact ({@link Cache.checkedBlob}), else one GET into a new blob
+ * (stored under the version of the bytes the GET returned, which may be newer than `known`).
+ * Returns the blob, what the store said of its bytes, and whether bytes moved.
  */
 async function currentBlob(
   store: ObjectStore,
@@ -109,20 +140,33 @@ async function currentBlob(
   key: string,
   known: ObjectInfo,
   transfer: Transfer,
-  signal: AbortSignal | undefined,
+  { signal, seen, sweep }: BlobLookup,
 ): Promise<{ blob: string; info: ObjectInfo; downloaded: boolean }> {
   const identity = blobIdentity(known);
   const cached = store.cache.blobPath(store.scheme, bucket, key, identity);
-  if ((await store.cache.hasBlob(cached)) !== undefined) {
+  if (await store.cache.checkedBlob(cached, known.size, undefined, seen)) {
     return { blob: cached, info: known, downloaded: false };
   }
+  const other = listedIdentity(known);
+  if (other !== undefined) {
+    const blob = store.cache.blobPath(store.scheme, bucket, key, other);
+    if (await store.cache.checkedBlob(blob, known.size, undefined, seen)) {
+      return { blob, info: known, downloaded: false };
+    }
+  }
+  if (sweep) store.cache.sweepTemps(path.dirname(cached));
   // A small object comes whole (no stream) from drivers that can; a bigger one still streams.
   const res = await store._get(bucket, key, {
     signal,
     wholeUpTo: wholeUpToFor(known.size),
   });
+  // Bytes of the version the listing named are stored under the listing's name, which is where
+  // the next listing looks: on S3, whose listings give no version ID, a GET's version ID would
+  // name a blob no folder fetch finds, and a fetch killed before it wrote its state would be
+  // downloaded again whole. Bytes of a newer version than listed go under their own name.
   const got = blobIdentity(res.info);
-  const blob = got === identity ? cached : store.cache.blobPath(store.scheme, bucket, key, got);
+  const listed = got === identity || res.info.version === known.version;
+  const blob = listed ? cached : store.cache.blobPath(store.scheme, bucket, key, got);
   await store.cache.installBlob(blob, res, res.contentLength, transfer.add, signal);
   return { blob, info: res.info, downloaded: true };
 }
@@ -138,20 +182,27 @@ async function fetchFile(
   const { bucket, key } = store.locate(u);
   const viewId = `file:${u}`;
   const dest = cache.filePath(store.scheme, bucket, key);
-  return cache.withLock(viewId, async () => {
+  return cache.withLock(viewId, async (lock) => {
     const state = await cache.readState(viewId);
     const cur = state?.files[''];
-    if (state?.done && cur && cur[0] === info.version && (await sameFile(dest, cur))) {
+    if (state?.done && cur && cur[0] === info.version && sameFile(cache, dest, cur)) {
       return { path: dest, files: 1, downloaded: 0, bytes: 0 };
     }
     const transfer = new Transfer(store, u, options, info.size, 1);
-    const got = await currentBlob(store, bucket, key, info, transfer, options.signal);
-    const ino = await cache.linkInto(got.blob, dest);
+    if (lock.tookOver) cache.sweepTemps(path.dirname(dest));
+    const got = await currentBlob(store, bucket, key, info, transfer, {
+      signal: options.signal,
+      seen: cur,
+      sweep: lock.tookOver,
+    });
+    lock.check();
+    const st = await cache.linkInto(got.blob, dest);
     transfer.fileDone();
+    lock.check();
     await cache.writeState({
       uri: viewId,
       done: true,
-      files: { '': [got.info.version, ino, got.info.size] },
+      files: { '': recordOf(got.info.version, st) },
     });
     return { path: dest, files: 1, downloaded: got.downloaded ? 1 : 0, bytes: transfer.bytes };
   });
@@ -173,7 +224,7 @@ async function fetchFileByGet(
   const { bucket, key } = store.locate(u);
   const viewId = `file:${u}`;
   const dest = cache.filePath(store.scheme, bucket, key);
-  return cache.withLock(viewId, async () => {
+  return cache.withLock(viewId, async (lock) => {
     let res: GetResult;
     try {
       res = await store._get(bucket, key, { signal: options.signal });
@@ -182,29 +233,49 @@ async function fetchFileByGet(
       throw error;
     }
     const transfer = new Transfer(store, u, options, res.info.size, 1);
-    const blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
+    let blob = cache.blobPath(store.scheme, bucket, key, blobIdentity(res.info));
+    const seen = (await cache.readState(viewId))?.files[''];
     let downloaded = 0;
-    if ((await cache.hasBlob(blob)) === undefined) {
+    let cached = await cache.checkedBlob(blob, res.info.size, undefined, seen);
+    const other = cached ? undefined : listedIdentity(res.info);
+    if (other !== undefined) {
+      const byListing = cache.blobPath(store.scheme, bucket, key, other);
+      if (await cache.checkedBlob(byListing, res.info.size, undefined, seen)) {
+        blob = byListing;
+        cached = true;
+      }
+    }
+    if (!cached) {
+      // A copy there but not marked done, or a stale lock: a fetch of this file was killed,
+      // and its temps go.
+      if (lock.tookOver || cache.isRealDir(path.dirname(dest))) {
+        cache.sweepTemps(path.dirname(dest));
+        cache.sweepTemps(path.dirname(blob));
+      }
       await cache.installBlob(blob, res, res.contentLength, transfer.add, options.signal);
       downloaded = 1;
     } else {
       res.body.destroy();
     }
-    const ino = await cache.linkInto(blob, dest);
+    lock.check();
+    const st = await cache.linkInto(blob, dest);
     transfer.fileDone();
+    lock.check();
     await cache.writeState({
       uri: viewId,
       done: true,
-      files: { '': [res.info.version, ino, res.info.size] },
+      files: { '': recordOf(res.info.version, st) },
     });
     return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
   });
 }
 
-/** True when `dest` is still the file a state recorded (same inode and size). */
-async function sameFile(dest: string, cur: [string, number, number]): Promise<boolean> {
-  const st = await lstat(dest).catch(() => undefined);
-  return st?.isFile() === true && st.ino === cur[1] && st.size === cur[2];
+/**
+ * True when `dest` is still the file a state recorded ({@link matchesRecord}: a regular file,
+ * same inode, size and mtime), in real directories (no link on the way).
+ */
+function sameFile(cache: ObjectStore['cache'], dest: string, rec: FileRecord): boolean {
+  return matchesRecord(lstatOrUndefined(dest), rec) && cache.isRealDir(path.dirname(dest));
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the whole ASCII range
@@ -252,13 +323,17 @@ async function fetchFolder(
   const dir = cache.treePath(store.scheme, bucket, u.prefix);
   const viewId = `tree:${u}`;
   if (store.offline) return offlineFolder(store, u, dir);
-  return cache.withLock(viewId, async () => {
+  return cache.withLock(viewId, async (lock) => {
     const entries = await store.listFiles(u, { signal: options.signal });
     const rels = entries.map((e) => u.relative(e.uri) as string);
     checkDiskNames(rels, u);
     const state = await cache.readState(viewId);
+    // Taking over from an interrupted fetch (a stale lock, or a copy not marked done): its
+    // temps are cleaned from each blob folder this fetch writes to (prune cleans the copy).
+    const recovering = lock.tookOver || (state ? !state.done : cache.isRealDir(dir));
     if (entries.length === 0 && !u.isBucket) {
       // Gone from the store: so is the cache copy.
+      lock.check();
       if (state) await cache.clearState(viewId);
       await cache.prune(dir, new Set());
       throw new NotFound(`no folder at ${u}`, { uri: u.toString() });
@@ -269,8 +344,13 @@ async function fetchFolder(
       const rel = rels[i] as string;
       const cur = state?.files[rel];
       if (cur && cur[0] === e.version) {
-        const st = statOrUndefined(`${dir}/${rel}`);
-        if (st?.isFile() && st.ino === cur[1] && st.size === cur[2]) {
+        const st = lstatOrUndefined(`${dir}/${rel}`);
+        // Its folder is checked once for the whole fetch: a link planted there is not followed.
+        const slash = rel.lastIndexOf('/');
+        if (
+          matchesRecord(st, cur) &&
+          cache.isRealDir(slash < 0 ? dir : `${dir}/${rel.slice(0, slash)}`)
+        ) {
           files[rel] = cur;
           return;
         }
@@ -278,14 +358,17 @@ async function fetchFolder(
       todo.push(i);
     });
     if (state?.done && (todo.length > 0 || Object.keys(state.files).length !== entries.length)) {
+      lock.check();
       await cache.clearState(viewId);
     }
     const totalBytes = todo.reduce((n, i) => n + ((entries[i]?.size as number) ?? 0), 0);
     const transfer = new Transfer(store, u, options, totalBytes, todo.length);
     let downloaded = 0;
-    await forEachLimit(
+    await forEachAdaptive(
       todo,
-      options.concurrency ?? store.concurrency,
+      windowOf(store, options, (w, rate) =>
+        debug('%s: %d in flight (%d files/s at the smaller window)', u, w, Math.round(rate)),
+      ),
       async (i, signal) => {
         const e = entries[i];
         const rel = rels[i];
@@ -297,44 +380,56 @@ async function fetchFolder(
           version: e.version ?? '',
           versionId: e.versionId,
         };
-        const got = await currentBlob(store, bucket, key, listed, transfer, signal);
+        const seen = state?.files[rel];
+        const got = await currentBlob(store, bucket, key, listed, transfer, {
+          signal,
+          seen,
+          sweep: recovering,
+        });
         if (got.downloaded) downloaded++;
-        const ino = await cache.linkInto(got.blob, `${dir}/${rel}`);
-        files[rel] = [got.info.version, ino, got.info.size];
+        lock.check();
+        const st = await cache.linkInto(got.blob, `${dir}/${rel}`);
+        files[rel] = recordOf(got.info.version, st);
         transfer.fileDone();
       },
       options.signal,
     );
+    lock.check();
     await cache.prune(dir, new Set(rels));
     const unchanged =
       todo.length === 0 && state?.done === true && Object.keys(state.files).length === rels.length;
     if (!unchanged) {
       await cache.ensureDir(dir);
       await cache.syncDir(dir);
+      lock.check();
       await cache.writeState({ uri: viewId, done: true, files });
     }
     return { path: dir, files: entries.length, downloaded, bytes: transfer.bytes };
   });
 }
 
-/** lstat, or `undefined` when nothing is there (a missing file, or a file where a folder was). */
-function statOrUndefined(p: string): ReturnType<typeof lstatSync> | undefined {
-  try {
-    return lstatSync(p, { throwIfNoEntry: false });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
-    throw error;
-  }
-}
-
 /** Offline folder fetch: the folder's own complete copy, or one of a folder above it. */
 async function offlineFolder(store: ObjectStore, u: Uri, dir: string): Promise<FetchResult> {
   for (let f: Uri = u; ; f = f.parent()) {
     const state = await store.cache.readState(`tree:${f}`);
-    if (state?.done) {
+    if (state?.done && store.cache.isRealDir(dir)) {
+      // Complete only if every file recorded below `u` is still there as it was linked: one
+      // lstat per file (a file the user deleted, truncated or replaced by a link is a miss).
       const rel = f.relative(u) ?? '';
-      const count = Object.keys(state.files).filter((k) => k.startsWith(rel)).length;
-      if (count > 0 || u.isBucket) return { path: dir, files: count, downloaded: 0, bytes: 0 };
+      const top = store.cache.treePath(store.scheme, u.bucket, f.prefix);
+      let count = 0;
+      let intact = true;
+      for (const [k, rec] of Object.entries(state.files)) {
+        if (!k.startsWith(rel)) continue;
+        count++;
+        if (!sameFile(store.cache, `${top}/${k}`, rec)) {
+          intact = false;
+          break;
+        }
+      }
+      if (intact && (count > 0 || u.isBucket)) {
+        return { path: dir, files: count, downloaded: 0, bytes: 0 };
+      }
     }
     if (f.isBucket) break;
   }
@@ -350,7 +445,7 @@ async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
   const own = await cache.readState(`file:${u}`);
   const cur = own?.files[''];
   const dest = cache.filePath(store.scheme, bucket, key);
-  if (own?.done && cur && (await sameFile(dest, cur))) {
+  if (own?.done && cur && sameFile(cache, dest, cur)) {
     return { path: dest, files: 1, downloaded: 0, bytes: 0 };
   }
   for (let f = u.parent(); ; f = f.parent()) {
@@ -358,7 +453,7 @@ async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
     const rel = f.relative(u) ?? '';
     const entry = state?.files[rel];
     const inTree = `${cache.treePath(store.scheme, bucket, f.prefix)}/${rel}`;
-    if (state?.done && entry && (await lstat(inTree).catch(() => undefined))?.isFile()) {
+    if (state?.done && entry && sameFile(cache, inTree, entry)) {
       return { path: inTree, files: 1, downloaded: 0, bytes: 0 };
     }
     if (f.isBucket) break;
@@ -375,7 +470,15 @@ async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
   }
 }
 
-/** Fetch one file at `?at=version:ID` (immutable: once cached, never fetched again). */
+/**
+ * Fetch one file at `?at=version:ID` (immutable: once cached and intact, never fetched again).
+ *
+ * The copy is reused while it is the file its state recorded (inode, size, mtime). Otherwise
+ * it is linked again from its blob when that is intact — the size the version's metadata
+ * records, and its ETag's MD5 when that is a plain one ({@link Cache.checkedBlob}) — or
+ * downloaded again (online; offline that is an `OfflineMiss`). A download is checked against
+ * the store's ETag and the metadata recorded before it.
+ */
 async function fetchVersion(
   store: ObjectStore,
   u: Uri,
@@ -385,16 +488,40 @@ async function fetchVersion(
   const { cache } = store;
   const { bucket, key } = store.locate(u);
   const dest = cache.pinPath(store.scheme, bucket, key, versionId);
-  if ((await lstat(dest).catch(() => undefined))?.isFile()) {
+  const viewId = `pin:${u}`;
+  const state = await cache.readState(viewId);
+  const cur = state?.files[''];
+  if (state?.done && cur && sameFile(cache, dest, cur)) {
     return { path: dest, files: 1, downloaded: 0, bytes: 0 };
   }
+  const where = u.toString();
   const blob = cache.blobPath(store.scheme, bucket, key, versionId);
+  const meta = await cache.readVersionMeta(store.scheme, bucket, key, versionId);
   const transfer = new Transfer(store, u, options, 0, 1);
   let downloaded = 0;
-  if ((await cache.hasBlob(blob)) === undefined) {
+  if (!(meta && (await cache.checkedBlob(blob, meta.size, recordedDigest(meta), cur)))) {
     store.online(u, 'fetch');
     const res = await store._getVersion(bucket, key, versionId, { signal: options.signal });
-    await cache.installBlob(blob, res, res.contentLength, transfer.add, options.signal);
+    const etagDiffers =
+      meta?.etag !== undefined && res.info.etag !== undefined && res.info.etag !== meta.etag;
+    if (meta && (res.contentLength !== meta.size || etagDiffers)) {
+      if (!res.bytes) res.body.destroy();
+      throw new ObjectIntegrityError(
+        'DigestMismatch',
+        `${where}: the store returned ${res.contentLength} bytes with ETag ${res.info.etag}, an earlier read recorded ${meta.size} bytes with ETag ${meta.etag}`,
+        { uri: where },
+      );
+    }
+    // The store's ETag of the version, when it is a plain MD5, is checked against the bytes.
+    const expected = recordedDigest(res.info);
+    await cache.installBlob(
+      blob,
+      res,
+      res.contentLength,
+      transfer.add,
+      options.signal,
+      expected && { ...expected, uri: where, source: "the store's ETag" },
+    );
     await cache.writeVersionMeta(store.scheme, bucket, {
       key,
       versionId,
@@ -403,7 +530,29 @@ async function fetchVersion(
     });
     downloaded = 1;
   }
-  await cache.linkInto(blob, dest);
+  const st = await cache.linkInto(blob, dest);
+  await cache.writeState({ uri: viewId, done: true, files: { '': recordOf(versionId, st) } });
   transfer.fileDone();
   return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
+}
+
+const debug = debuglog('provcat:fetch');
+
+/**
+ * The window of a folder fetch's downloads: fixed at the call's or the store's `concurrency`
+ * when one was given, else starting at the store's default and growing while it pays
+ * (src/concurrency.ts `forEachAdaptive`).
+ */
+function windowOf(
+  store: ObjectStore,
+  options: FetchOptions,
+  onGrow: AdaptiveWindow['onGrow'],
+): AdaptiveWindow {
+  const fixed = options.concurrency ?? (store.adaptiveConcurrency ? undefined : store.concurrency);
+  if (fixed !== undefined) return { start: fixed, max: fixed };
+  return {
+    start: store.concurrency,
+    max: Math.max(store.concurrency, ADAPTIVE_MAX_CONCURRENCY),
+    onGrow,
+  };
 }

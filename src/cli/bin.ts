@@ -35,12 +35,30 @@ if (!given.includes('--interrupt-budget')) {
 
 (module as { enableCompileCache?: () => unknown }).enableCompileCache?.();
 
+/**
+ * A reader of stdout that goes away (`provcat walk … | head -c 10`: EPIPE) ends every command
+ * quietly with this status: nobody is left to want the output, and that is not a failure of the
+ * command worth a stack trace (Node would raise the stream's `error` as an uncaught exception).
+ * The same status `cat` gives (src/lake/cli.ts), not 0, so that `set -o pipefail` still sees
+ * that the output was cut short. Any other failure to write stdout (ENOSPC, EIO) is reported on
+ * stderr with status 1.
+ */
+const EXIT_OUTPUT_CLOSED = 1;
+let outputFailed = false;
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (!outputFailed && error.code !== 'EPIPE') {
+    process.stderr.write(`provcat: Error: cannot write the output: ${error.message}\n`);
+  }
+  outputFailed = true;
+  process.exitCode = EXIT_OUTPUT_CLOSED;
+});
+
 // No top-level await: the executable is bundled as CommonJS (scripts/bundle-cli.mjs).
 import('./main.js')
   .then(({ main }) => main(process.argv.slice(2)))
   .then(
     (code) => {
-      process.exitCode = code;
+      process.exitCode = outputFailed && code === 0 ? EXIT_OUTPUT_CLOSED : code;
     },
     (error: unknown) => {
       process.stderr.write(`provcat: Error: ${String(error)}\n`);

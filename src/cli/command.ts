@@ -27,6 +27,11 @@ export interface CliContext {
    * otherwise. Call `done()` after the transfer to clear the bar.
    */
   progress(label: string): { onProgress: ProgressCallback | undefined; done(): void };
+  /**
+   * Close `resource` (a store, a stage) when the command ends, whatever the outcome: its
+   * keep-alive sockets, and what it learned (S3 routes), are not left to process exit.
+   */
+  track<T extends { close(): Promise<void> }>(resource: T): T;
 }
 
 /** Parsed arguments: positionals and option values as node:util parseArgs gives them. */

@@ -30,10 +30,20 @@ function list(v: CliArgs['values'][string]): string[] | undefined {
   return Array.isArray(v) ? v : [v];
 }
 
+/** `--concurrency N` as a positive integer (`undefined` when absent); UsageError otherwise. */
+export function concurrencyOf(values: CliArgs['values']): number | undefined {
+  const c = str(values.concurrency);
+  const concurrency = c === undefined ? undefined : Number(c);
+  if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0)) {
+    throw new UsageError(`--concurrency takes a positive integer, not '${c}'`);
+  }
+  return concurrency;
+}
+
 /** The store for the first positional (a URI), with the CLI's offline mode. */
 async function storeOf(uri: string, ctx: CliContext) {
   const u = Uri.parse(uri);
-  return { u, store: await storeFor(u, { offline: ctx.offline }) };
+  return { u, store: ctx.track(await storeFor(u, { offline: ctx.offline })) };
 }
 
 /** Print entries: a JSON array, or one line each. */
@@ -127,11 +137,7 @@ export const coreCommands: Command[] = [
     positionals: [1, 1],
     async run({ positionals, values }, ctx) {
       const { u, store } = await storeOf(positionals[0] as string, ctx);
-      const c = str(values.concurrency);
-      const concurrency = c === undefined ? undefined : Number(c);
-      if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0)) {
-        throw new UsageError(`--concurrency takes a positive integer, not '${c}'`);
-      }
+      const concurrency = concurrencyOf(values);
       const bar = ctx.progress(`fetch ${u.name}`);
       let r: Awaited<ReturnType<typeof store.fetch>>;
       try {
@@ -172,14 +178,38 @@ export const coreCommands: Command[] = [
   },
   {
     name: 'rm',
-    summary: 'delete one object',
-    usage: 'provcat rm URI [--json]',
-    options: {},
+    summary: 'delete one object, or with -r every object under a folder',
+    usage: 'provcat rm URI [--json]  |  provcat rm -r URI/ [--force] [--concurrency N] [--json]',
+    options: {
+      recursive: { type: 'boolean', short: 'r' },
+      force: { type: 'boolean' },
+      concurrency: { type: 'string' },
+    },
     positionals: [1, 1],
-    async run({ positionals }, ctx) {
+    async run({ positionals, values }, ctx) {
       const { u, store } = await storeOf(positionals[0] as string, ctx);
-      await store.delete(u);
-      emit(ctx, { uri: u.toString(), deleted: true }, () => `deleted ${u}`);
+      if (values.recursive !== true) {
+        if (values.force === true || values.concurrency !== undefined) {
+          throw new UsageError('--force and --concurrency go with rm -r');
+        }
+        await store.delete(u);
+        emit(ctx, { uri: u.toString(), deleted: true }, () => `deleted ${u}`);
+        return 0;
+      }
+      if (u.isBucket && values.force !== true) {
+        throw new UsageError(
+          `rm -r ${u} would delete every file in the bucket; add --force to mean it`,
+        );
+      }
+      const r = await store.deleteFolder(u, {
+        force: values.force === true,
+        concurrency: concurrencyOf(values),
+      });
+      emit(
+        ctx,
+        { uri: r.uri.toString(), deleted: r.deleted },
+        () => `deleted ${r.deleted} object(s) under ${r.uri}`,
+      );
       return 0;
     },
   },
@@ -194,7 +224,9 @@ export const coreCommands: Command[] = [
       if (!u.isBucket) throw new UsageError(`mb takes a bucket URI (scheme://bucket), not ${u}`);
       store.online(u, 'mb');
       await store.makeBucket(u.bucket, { versioning: values.versioning === true });
-      emit(ctx, { uri: u.toString(), versioning: values.versioning === true }, () => `made ${u}`);
+      // The local store keeps versions in every bucket, asked or not.
+      const versioning = values.versioning === true || store.capabilities.versionsAlways === true;
+      emit(ctx, { uri: u.toString(), versioning }, () => `made ${u}`);
       return 0;
     },
   },

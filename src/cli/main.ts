@@ -2,17 +2,20 @@
  * The `provcat` command. Human output by default, `--json` for scripts (one JSON value on
  * stdout), errors on stderr as `provcat: <ErrorClass>: <message>` with an exit status per error
  * class (docs/cli.md): 2 usage, 3 NotFound, 4 Exists, 5 OfflineMiss, 6 ObjectIntegrityError,
- * 7 StoreError, 8 UriError, 1 anything else.
+ * 7 StoreError, 8 UriError, 9 PermissionDenied, 10 PreconditionFailed, 11 NotSupported, 1
+ * anything else.
  *
  * @module
  */
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { debuglog, parseArgs } from 'node:util';
 import { exitCodeOf } from '../errors.js';
 import { offlineFromEnv } from '../store.js';
 import { type CliArgs, type CliContext, type Command, UsageError } from './command.js';
 import { coreCommands } from './commands.js';
 import { progressBar } from './progress.js';
+
+const debug = debuglog('provcat:cli');
 
 /**
  * Command groups that live beside their code, imported only when one of their verbs runs (or
@@ -26,8 +29,16 @@ const groups: { names: readonly string[]; load: () => Promise<Command[]> }[] = [
     load: async () => (await import('../commits/cli.js')).commitCommands,
   },
   {
+    names: ['push', 'diff'],
+    load: async () => (await import('./folder-commands.js')).folderCommands,
+  },
+  {
     names: ['upload', 'cat', 'verify'],
     load: async () => (await import('../lake/cli.js')).lakeCommands,
+  },
+  {
+    names: ['refs add', 'refs retire', 'refs ls', 'gc plan', 'gc apply', 'gc keep-set'],
+    load: async () => (await import('../lake/gc/cli.js')).gcCommands,
   },
   { names: ['tour'], load: async () => [(await import('./tour.js')).tourCommand] },
 ];
@@ -64,8 +75,8 @@ function helpText(commands: Command[]): string {
     '',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
-    'URIs: local://bucket/key, s3://bucket/key; a trailing / names a folder;',
-    '      ?at=version:ID or ?at=commit:ID pins. See docs/cli.md.',
+    'URIs: local://bucket/key, s3://bucket/key, gs://bucket/key, az://container/key;',
+    '      a trailing / names a folder; ?at=version:ID or ?at=commit:ID pins. See docs/cli.md.',
   ].join('\n');
 }
 
@@ -125,11 +136,16 @@ export async function main(
   if (positionals.length < min || positionals.length > max) {
     return fail(new UsageError(`wrong number of arguments\nusage: ${command.usage}`));
   }
+  const opened: { close(): Promise<void> }[] = [];
   const ctx: CliContext = {
     ...io,
     json: parsed.values.json === true,
     offline: parsed.values.offline === true || offlineFromEnv(io.env),
     progress: (label) => progressBar(io.stderr as never, label),
+    track: (resource) => {
+      opened.push(resource);
+      return resource;
+    },
   };
   if (ctx.offline) io.env.PROVCAT_OFFLINE = '1';
   try {
@@ -138,5 +154,10 @@ export async function main(
     );
   } catch (error) {
     return fail(error);
+  } finally {
+    // The command's answer is out; a failure to close is not its failure.
+    for (const resource of opened) {
+      await resource.close().catch((error: unknown) => debug('close failed: %s', String(error)));
+    }
   }
 }

@@ -20,7 +20,7 @@
 import { debuglog } from 'node:util';
 import { forEachLimit } from '../concurrency.js';
 import type { ObjectInfo } from '../driver.js';
-import { OfflineMiss, StoreError, UriError } from '../errors.js';
+import { NotFound, OfflineMiss, StoreError, UriError } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
 import type { ProgressCallback } from '../store.js';
 import { segmentProblem, toUri, Uri } from '../uri.js';
@@ -167,8 +167,9 @@ function sameContent(there: ObjectInfo, file: CommitFile): boolean {
  *   run completes it, copying only the missing files. A file there that differs from its
  *   source, or a file not in the branch, raises `StoreError` and nothing is overwritten.
  * - `UriError` for a branch URI that is not a top-level folder, with `?at=`, or named
- *   `.provcat`; `StoreError` for an empty source or a store that cannot create only-if-absent;
- *   `NotFound` for an unknown commit; `OfflineMiss` offline.
+ *   `.provcat`; `NotFound` for an unknown commit or a source that holds no files (a folder
+ *   that does not exist, a commit with nothing there); `StoreError` for a store that cannot
+ *   create only-if-absent; `OfflineMiss` offline.
  */
 export async function branchFrom(
   store: ObjectStore,
@@ -260,7 +261,12 @@ async function sourceFiles(
     files = await snapshotFolder(store, bucket, source.folder, { signal });
   }
   if (files.length === 0) {
-    throw new StoreError(`nothing to branch: ${describe(source)} holds no files`);
+    // Nothing at the source: a folder that does not exist (a store has no empty folders), or a
+    // commit with no file there. Nothing was recorded or copied.
+    const where = Uri.fromKey(store.scheme, bucket, source.folder);
+    throw new NotFound(`nothing to branch: ${describe(source)} holds no files (no ${where})`, {
+      uri: where.toString(),
+    });
   }
   return files;
 }

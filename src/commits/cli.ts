@@ -23,7 +23,7 @@ function emit(ctx: CliContext, json: unknown, human: () => string): void {
 
 async function storeOf(text: string, ctx: CliContext): Promise<{ u: Uri; store: ObjectStore }> {
   const u = Uri.parse(text);
-  return { u, store: await storeFor(u, { offline: ctx.offline }) };
+  return { u, store: ctx.track(await storeFor(u, { offline: ctx.offline })) };
 }
 
 /** `--meta k=v` options as an object; UsageError for a pair without `=` or a repeated key. */
@@ -60,6 +60,46 @@ export function formatLog(entries: readonly LogEntry[]): string {
     .join('\n\n');
 }
 
+/** `commit --from`: push, then commit; the push's counts on stderr (or in `--json`). */
+async function commitFromCli(
+  store: ObjectStore,
+  u: Uri,
+  from: string,
+  message: string,
+  values: CliArgs['values'],
+  ctx: CliContext,
+): Promise<number> {
+  const [{ commitFrom }, { concurrencyOf }, { pushCounts, pushSummary }] = await Promise.all([
+    import('../push/push.js'),
+    import('../cli/commands.js'),
+    import('../cli/folder-commands.js'),
+  ]);
+  const bar = ctx.progress(`push ${u.name}`);
+  let r: Awaited<ReturnType<typeof commitFrom>>;
+  try {
+    r = await commitFrom(store, from, u, message, {
+      metadata: parseMeta(values.meta),
+      allowEmpty: values['allow-empty'] === true,
+      delete: values.delete === true,
+      concurrency: concurrencyOf(values),
+      onProgress: bar.onProgress,
+    });
+  } finally {
+    bar.done();
+  }
+  emit(ctx, { uri: r.uri.toString(), push: pushCounts(r.push) }, () => r.uri.toString());
+  if (!ctx.json) {
+    ctx.stderr.write(`${pushSummary(r.push)}\n`);
+    if (r.extra.length > 0) {
+      ctx.stderr.write(
+        `note: the commit also holds ${r.extra.length} file(s) that ${from} lacks ` +
+          `(e.g. ${r.extra[0]}); --delete removes them before committing\n`,
+      );
+    }
+  }
+  return 0;
+}
+
 /** The commands `pin`, `commit`, `log`, `branch`. */
 export const commitCommands: Command[] = [
   {
@@ -77,23 +117,31 @@ export const commitCommands: Command[] = [
   },
   {
     name: 'commit',
-    summary: 'record the version of every file under a folder as a new commit',
-    usage: 'provcat commit URI -m MESSAGE [--meta KEY=VALUE ...] [--allow-empty] [--json]',
+    summary:
+      'record the version of every file under a folder as a new commit (--from: push a local folder first)',
+    usage:
+      'provcat commit URI -m MESSAGE [--meta KEY=VALUE ...] [--allow-empty] [--from LOCALDIR [--delete] [--concurrency N]] [--json]',
     options: {
       message: { type: 'string', short: 'm' },
       meta: { type: 'string', multiple: true },
       'allow-empty': { type: 'boolean' },
+      from: { type: 'string' },
+      delete: { type: 'boolean' },
+      concurrency: { type: 'string' },
     },
     positionals: [1, 1],
     async run({ positionals, values }, ctx) {
       const message = values.message;
       if (typeof message !== 'string') throw new UsageError('commit needs -m MESSAGE');
       const metadata = parseMeta(values.meta);
+      const from = values.from;
+      if (from === undefined && (values.delete === true || values.concurrency !== undefined)) {
+        throw new UsageError('--delete and --concurrency go with --from LOCALDIR');
+      }
       const { u, store } = await storeOf(positionals[0] as string, ctx);
-      const pinned = await commitFolder(store, u, message, {
-        metadata,
-        allowEmpty: values['allow-empty'] === true,
-      });
+      const allowEmpty = values['allow-empty'] === true;
+      if (typeof from === 'string') return commitFromCli(store, u, from, message, values, ctx);
+      const pinned = await commitFolder(store, u, message, { metadata, allowEmpty });
       emit(ctx, { uri: pinned.toString() }, () => pinned.toString());
       return 0;
     },

@@ -1,22 +1,29 @@
 /**
- * Resumable-upload checkpoints: what a crashed S3 upload needs to continue, and nothing more.
+ * Resumable-upload checkpoints: what a crashed upload needs to continue, and nothing more, on
+ * any store (version 2, backend-neutral):
  *
  * ```json
- * { "version": 1, "uploadId": "2~…", "key": "managed/ab/ab…", "bucket": "lake",
+ * { "version": 2, "backend": "s3", "bucket": "lake", "key": "managed/ab/ab…", "upload": "2~…",
  *   "source": { "path": "/data/episode.mp4", "size": 734003200, "mtimeMs": 1733000000000.5 },
  *   "partSize": 67108864, "window": 4,
- *   "parts": [ { "number": 1, "etag": "\"9b2c…\"", "sha256": "5f1e…" } ] }
+ *   "parts": [ { "number": 1, "token": "\"9b2c…\"", "sha256": "5f1e…" } ] }
  * ```
+ *
+ * `backend` is the stage's descriptor kind, `upload` the part protocol's reference (an S3 upload
+ * ID, a GCS session URI, an Azure block-ID seed) and each part's `token` what the store named it
+ * (an ETag, a block ID, `""` for a GCS offset). Version 1 — S3 only, with `uploadId` and part
+ * `etag` — is still read (as backend `s3`), so uploads checkpointed by earlier releases resume;
+ * only version 2 is written.
  *
  * A checkpoint holds no credentials and no object bytes. It lives in a directory the caller
  * chooses, one file per (stage, absolute source path), named by the SHA-256 of that pair. Every
  * write is complete-or-absent (temp file, fsync, rename, directory fsync), so a crash leaves
- * the previous checkpoint or the new one. A part is recorded only after S3 answered its
- * UploadPart; parts sent but not yet answered when the process died (at most `window` of them)
+ * the previous checkpoint or the new one. A part is recorded only after the store acknowledged
+ * it; parts sent but not yet answered when the process died (at most `window` of them)
  * are not in the file, and a retry uploads them again.
  *
- * Reading is strict and fails closed, before any source or S3 I/O: a version other than 1, a
- * part size other than 5 MiB or 64 MiB (the two sizes provcat has ever written), or any
+ * Reading is strict and fails closed, before any source or store I/O: a version other than 1
+ * or 2, a part size other than 5 MiB or 64 MiB (the two sizes provcat has ever written), or any
  * malformed field is a {@link CheckpointError}; the file is left for a human to look at.
  *
  * One upload per checkpoint at a time: the caller holds an OS-level lock file
@@ -37,20 +44,26 @@ export const MiB = 1024 * 1024;
 /** The only part sizes a resumable checkpoint may record. */
 export const RESUMABLE_PART_SIZES: readonly number[] = [5 * MiB, 64 * MiB];
 
-/** A part S3 acknowledged. */
+/** Highest part number a checkpoint may record (the largest protocol's limit, Azure's). */
+export const MAX_CHECKPOINT_PART = 50_000;
+
+/** A part the store acknowledged. */
 export interface CheckpointPart {
-  /** 1..10,000. */
+  /** 1..50,000 (the stage checks its protocol's own limit). */
   number: number;
-  /** The ETag S3 returned for the part (quoted, as given). */
-  etag: string;
+  /** What the store named the part (an S3 ETag as given, an Azure block ID, `''` for GCS). */
+  token: string;
   /** SHA-256 (hex) of the part's bytes. */
   sha256: string;
 }
 
-/** A resumable-upload checkpoint, version 1 (see the module comment). */
+/** A resumable-upload checkpoint, version 2 (see the module comment). */
 export interface Checkpoint {
-  version: 1;
-  uploadId: string;
+  version: 2;
+  /** The stage's descriptor kind (`s3`, `gs`, `az`). */
+  backend: string;
+  /** The part protocol's reference to the upload. */
+  upload: string;
   /** The full object key (prefix and tenant included). */
   key: string;
   bucket: string;
@@ -64,9 +77,21 @@ export interface Checkpoint {
   parts: CheckpointPart[];
 }
 
-const TOP = ['version', 'uploadId', 'key', 'bucket', 'source', 'partSize', 'window', 'parts'];
+const TOP_V1 = ['version', 'uploadId', 'key', 'bucket', 'source', 'partSize', 'window', 'parts'];
+const TOP = [
+  'version',
+  'backend',
+  'upload',
+  'key',
+  'bucket',
+  'source',
+  'partSize',
+  'window',
+  'parts',
+];
 const SOURCE = ['path', 'size', 'mtimeMs'];
-const PART = ['number', 'etag', 'sha256'];
+const PART_V1 = ['number', 'etag', 'sha256'];
+const PART = ['number', 'token', 'sha256'];
 const HEX64 = /^[0-9a-f]{64}$/;
 
 function exact(
@@ -95,6 +120,11 @@ function nonEmptyString(value: unknown, what: string, file: string): string {
   return value;
 }
 
+function string(value: unknown, what: string, file: string): string {
+  if (typeof value !== 'string') throw new CheckpointError(`${what} must be a string`, file);
+  return value;
+}
+
 function integer(value: unknown, min: number, what: string, file: string): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
     throw new CheckpointError(
@@ -106,8 +136,9 @@ function integer(value: unknown, min: number, what: string, file: string): numbe
 }
 
 /**
- * Parse a checkpoint strictly (see the module comment). Version and part size are checked
- * first, so an unknown format is named as such. Throws {@link CheckpointError}.
+ * Parse a checkpoint strictly (see the module comment); a version 1 checkpoint comes back as
+ * version 2 of backend `s3`. Version and part size are checked first, so an unknown format is
+ * named as such. Throws {@link CheckpointError}.
  */
 export function parseCheckpoint(text: string, file: string): Checkpoint {
   let value: unknown;
@@ -117,9 +148,9 @@ export function parseCheckpoint(text: string, file: string): Checkpoint {
     throw new CheckpointError('checkpoint is not JSON', file, { cause });
   }
   const version = (value as { version?: unknown } | null)?.version;
-  if (version !== 1) {
+  if (version !== 1 && version !== 2) {
     throw new CheckpointError(
-      `unknown checkpoint version ${JSON.stringify(version)} (this provcat reads version 1)`,
+      `unknown checkpoint version ${JSON.stringify(version)} (this provcat reads versions 1 and 2)`,
       file,
     );
   }
@@ -130,7 +161,8 @@ export function parseCheckpoint(text: string, file: string): Checkpoint {
       file,
     );
   }
-  const top = exact(value, TOP, 'checkpoint', file);
+  const v1 = version === 1;
+  const top = exact(value, v1 ? TOP_V1 : TOP, 'checkpoint', file);
   const source = exact(top.source, SOURCE, 'checkpoint source', file);
   const sourcePath = nonEmptyString(source.path, 'source.path', file);
   if (!path.isAbsolute(sourcePath)) throw new CheckpointError('source.path must be absolute', file);
@@ -141,9 +173,14 @@ export function parseCheckpoint(text: string, file: string): Checkpoint {
   if (!Array.isArray(top.parts)) throw new CheckpointError('parts must be an array', file);
   let previous = 0;
   const parts = top.parts.map((raw, i): CheckpointPart => {
-    const part = exact(raw, PART, `parts[${i}]`, file);
+    const part = exact(raw, v1 ? PART_V1 : PART, `parts[${i}]`, file);
     const number = integer(part.number, 1, `parts[${i}].number`, file);
-    if (number > 10_000) throw new CheckpointError(`parts[${i}].number exceeds 10,000`, file);
+    if (number > (v1 ? 10_000 : MAX_CHECKPOINT_PART)) {
+      throw new CheckpointError(
+        `parts[${i}].number exceeds ${v1 ? '10,000' : MAX_CHECKPOINT_PART}`,
+        file,
+      );
+    }
     if (number <= previous)
       throw new CheckpointError('parts must be in increasing order of number', file);
     previous = number;
@@ -151,11 +188,15 @@ export function parseCheckpoint(text: string, file: string): Checkpoint {
     if (typeof sha256 !== 'string' || !HEX64.test(sha256)) {
       throw new CheckpointError(`parts[${i}].sha256 must be 64 lowercase hex characters`, file);
     }
-    return { number, etag: nonEmptyString(part.etag, `parts[${i}].etag`, file), sha256 };
+    const token = v1
+      ? nonEmptyString(part.etag, `parts[${i}].etag`, file)
+      : string(part.token, `parts[${i}].token`, file);
+    return { number, token, sha256 };
   });
   return {
-    version: 1,
-    uploadId: nonEmptyString(top.uploadId, 'uploadId', file),
+    version: 2,
+    backend: v1 ? 's3' : nonEmptyString(top.backend, 'backend', file),
+    upload: nonEmptyString(v1 ? top.uploadId : top.upload, v1 ? 'uploadId' : 'upload', file),
     key: nonEmptyString(top.key, 'key', file),
     bucket: nonEmptyString(top.bucket, 'bucket', file),
     source: { path: sourcePath, size: integer(source.size, 0, 'source.size', file), mtimeMs },
@@ -185,8 +226,10 @@ export async function readCheckpoint(file: string): Promise<Checkpoint | undefin
 
 /** Write a checkpoint complete-or-absent and durably (temp, fsync, rename, dir fsync). */
 export async function writeCheckpoint(file: string, checkpoint: Checkpoint): Promise<void> {
+  const { version, backend, bucket, key, upload, source, partSize, window, parts } = checkpoint;
+  const ordered = { version, backend, bucket, key, upload, source, partSize, window, parts };
   try {
-    await writeFileAtomic(file, `${JSON.stringify(checkpoint, null, 1)}\n`);
+    await writeFileAtomic(file, `${JSON.stringify(ordered, null, 1)}\n`);
   } catch (cause) {
     throw new CheckpointError('cannot write checkpoint', file, { cause });
   }

@@ -8,7 +8,9 @@
  * integrity failure at the end is reported on stderr with exit status 6 — a script must check
  * the status. With `-o FILE` nothing appears under FILE unless verification succeeded: bytes go
  * to a temp file beside it, which is fsynced and renamed only after the stream ended cleanly,
- * and removed otherwise.
+ * and removed otherwise; a FILE that is not a new or regular file (a device, a FIFO, a link, a
+ * directory) is refused with exit 2 before anything is created, and `-o -` is stdout
+ * (src/cli/output-file.ts).
  *
  * Whole-object reads (`cat`, `cat -o`, `verify`) go through `ManagedStage.readTo`, so on S3 the
  * driver's reused read buffers reach the output without being copied into fresh memory; the
@@ -19,20 +21,19 @@
  *
  * @module
  */
-import { closeSync, openSync } from 'node:fs';
-import { readFile, rename, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type { CliArgs, CliContext, Command } from '../cli/command.js';
 import { UsageError } from '../cli/command.js';
-import { fsyncDir, tempPathFor } from '../fs-atomic.js';
+import { checkOutputTarget, isStdout, writeOutputFile } from '../cli/output-file.js';
+import type { BodySink } from '../driver.js';
 import { DEFAULT_WRITE_BATCH_BYTES, FileSink } from '../net/file-sink.js';
-import type { BodySink } from '../net/http1-download.js';
 import { InvalidDataLocation } from './errors.js';
 import { stageFromString } from './factory.js';
 import { type DataLocation, formatDataLocation, parseDataLocation } from './location.js';
-import { streamToSink } from './stage-base.js';
+import { streamToSink } from './reads.js';
 
 function stageArg(args: CliArgs): string {
   const stage = args.values.stage;
@@ -163,7 +164,9 @@ const uploadCommand: Command = {
   positionals: [1, 1],
   async run(args: CliArgs, ctx: CliContext) {
     const source = args.positionals[0] as string;
-    const stage = await stageFromString(stageArg(args), { env: ctx.env });
+    const stage = ctx.track(
+      await stageFromString(stageArg(args), { env: ctx.env, offline: ctx.offline }),
+    );
     const partsInFlight = intArg(args.values['parts-in-flight'], '--parts-in-flight');
     const stallSeconds = intArg(args.values['stall-timeout'], '--stall-timeout');
     if (stallSeconds === 0) throw new UsageError('--stall-timeout takes at least 1 second');
@@ -205,10 +208,14 @@ const catCommand: Command = {
   },
   positionals: [1, 1],
   async run(args: CliArgs, ctx: CliContext) {
-    const location = await locationArg(args.positionals[0] as string);
-    const stage = await stageFromString(stageArg(args), { env: ctx.env });
-    const range = typeof args.values.range === 'string' ? rangeArg(args.values.range) : undefined;
     const output = args.values.output;
+    // A target that is not a new or regular file is refused before anything else happens.
+    if (typeof output === 'string' && !isStdout(output)) checkOutputTarget(output);
+    const location = await locationArg(args.positionals[0] as string);
+    const stage = ctx.track(
+      await stageFromString(stageArg(args), { env: ctx.env, offline: ctx.offline }),
+    );
+    const range = typeof args.values.range === 'string' ? rangeArg(args.values.range) : undefined;
     const cancel = cancelOnSignal();
     try {
       const signal = cancel.signal;
@@ -219,7 +226,7 @@ const catCommand: Command = {
         const stream = await stage.openRange(location, range.start, range.end, { signal });
         return streamToSink(stream)(sink);
       };
-      if (typeof output !== 'string') {
+      if (typeof output !== 'string' || isStdout(output)) {
         const sink = new WritableSink(ctx.stdout).attach();
         try {
           await deliver(sink);
@@ -232,29 +239,20 @@ const catCommand: Command = {
         }
         return 0;
       }
-      const target = path.resolve(output);
-      const temp = tempPathFor(target);
       // Written the way the cache writes a download (FileSink): the chunks as they come (a whole
       // object straight from the S3 driver's reused read buffers, through readTo), an early
-      // fdatasync every 64 MiB so the final fsync finds little left, then fsync and rename.
-      const fd = openSync(temp, 'wx', 0o644);
-      const sink = new FileSink(fd);
-      let open = true;
-      try {
-        await deliver(sink);
-        await sink.finish();
-        open = false;
-        closeSync(fd);
-        await rename(temp, target);
-      } catch (error) {
-        if (open) {
+      // fdatasync every 64 MiB so the final fsync finds little left; src/cli/output-file.ts
+      // renames it over the target only then (see there for which targets are refused).
+      await writeOutputFile(output, async (fd) => {
+        const sink = new FileSink(fd);
+        try {
+          await deliver(sink);
+          await sink.finish();
+        } catch (error) {
           await sink.settle();
-          closeSync(fd);
+          throw error;
         }
-        await rm(temp, { force: true });
-        throw error;
-      }
-      await fsyncDir(path.dirname(target));
+      });
       return 0;
     } finally {
       cancel.dispose();
@@ -270,7 +268,9 @@ const verifyCommand: Command = {
   positionals: [1, 1],
   async run(args: CliArgs, ctx: CliContext) {
     const location = await locationArg(args.positionals[0] as string);
-    const stage = await stageFromString(stageArg(args), { env: ctx.env });
+    const stage = ctx.track(
+      await stageFromString(stageArg(args), { env: ctx.env, offline: ctx.offline }),
+    );
     const bar = ctx.progress('verify');
     const cancel = cancelOnSignal();
     try {

@@ -38,11 +38,8 @@ export class CheckpointError extends ProvcatError {
   }
 }
 
-// The two upload errors are the multipart engine's (drivers/s3/errors.ts), shared with the S3
-// driver's `put`: `PartLimitExceeded` (more than 10,000 parts; raised before the part beyond the
+// The two upload errors are the upload engine's (src/errors.ts), shared with every driver's `put`: `PartLimitExceeded` (more than 10,000 parts; raised before the part beyond the
 // limit is sent) and `SourceChanged` (a file that changed size, mtime or bytes while it was
 // uploaded; a SourceError).
-export { PartLimitExceeded, SourceChanged } from '../../drivers/s3/errors.js';
-
 /** The error an upload or read rejects with when its AbortSignal fired (src/errors.ts). */
-export { abortError } from '../errors.js';
+export { abortError, PartLimitExceeded, SourceChanged } from '../errors.js';

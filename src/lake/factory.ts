@@ -1,56 +1,37 @@
 /**
  * Building a {@link ManagedStage}: from a descriptor (the API), or from the short strings the
- * CLI takes.
+ * CLI takes. The descriptor's kind (kinds.ts) is the driver's; building a stage loads nothing but
+ * that kind's small descriptor module: the driver and its SDK load on the stage's first I/O.
  *
  * @module
  */
 import { readFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import type { S3Client } from '@aws-sdk/client-s3';
-import { normalizePrefix, parseStageDescriptor, type StageDescriptor } from './descriptor.js';
+import '../registry.js';
+import { parseStageDescriptor, parseWithKind } from './descriptor.js';
 import { StageConfigError } from './errors.js';
-import { fileUriSegments } from './keys.js';
-import { LocalStage } from './local-stage.js';
-import { S3Stage, type S3StageOptions } from './s3-stage.js';
-import type { ManagedStage } from './stage.js';
+import type { StageDescriptor } from './kinds.js';
+import { stageKinds } from './kinds.js';
+import { Stage, type StageOptions } from './managed-stage.js';
 
-/** Options of {@link stageFromDescriptor}. */
-export interface StageOptions extends S3StageOptions {
-  /** An S3 client to use instead of the one built from the descriptor (S3 stages). */
-  client?: S3Client | undefined;
-}
+export type { StageOptions } from './managed-stage.js';
 
 /**
  * The stage a descriptor describes. The descriptor is validated strictly first (a raw object
- * or JSON text is accepted; see descriptor.ts). No I/O: the S3 client is created on first use.
- * Throws StageConfigError.
+ * or JSON text is accepted; see descriptor.ts). No I/O. Throws StageConfigError.
  */
 export function stageFromDescriptor(
   descriptor: StageDescriptor | string | unknown,
   options: StageOptions = {},
-): ManagedStage {
-  const parsed = parseStageDescriptor(descriptor);
-  if (parsed.kind === 'local') return new LocalStage(parsed);
-  return new S3Stage(parsed, options);
-}
-
-function truthy(value: string | undefined): boolean {
-  const v = value?.trim().toLowerCase();
-  return v === '1' || v === 'true' || v === 'yes' || v === 'on';
-}
-
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value.trim();
+): Stage {
+  const { descriptor: parsed, kind } = parseWithKind(descriptor);
+  return new Stage(parsed, kind, options);
 }
 
 /**
- * The descriptor a CLI stage string names:
- * - `file:///abs/root/` — a local stage at that directory;
- * - `s3://bucket/prefix/` — an S3 stage; region from `AWS_REGION` (default `us-east-1`), endpoint
- *   from `AWS_ENDPOINT_URL_S3` then `AWS_ENDPOINT_URL`, path-style from
- *   `PROVCAT_S3_FORCE_PATH_STYLE=1`;
- * - `@file.json` — the descriptor in that file.
- * Throws StageConfigError.
+ * The descriptor a CLI stage string names: `@file.json` (the descriptor in that file), or a
+ * string of a registered kind's shape — `file:///abs/root/` (local), `s3://bucket/prefix/`
+ * (region, endpoint and path style from the AWS environment), and so on for each driver, which
+ * reads its own environment. Throws StageConfigError.
  */
 export async function descriptorFromString(
   text: string,
@@ -66,56 +47,16 @@ export async function descriptorFromString(
     }
     return parseStageDescriptor(json);
   }
-  if (text.startsWith('file://')) {
-    const body = text.endsWith('/') ? text.slice(0, -1) : text;
-    let root: string;
-    try {
-      fileUriSegments(body);
-      root = fileURLToPath(body);
-    } catch (cause) {
-      throw new StageConfigError(`not a usable file:///abs/root/ stage: ${text}`, { cause });
-    }
-    return parseStageDescriptor({ version: 1, kind: 'local', root });
-  }
-  const m = /^s3:\/\/([^/?#]+)(?:\/([^?#]*))?$/.exec(text);
-  if (m) {
-    const endpoint = truthy(env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS)
-      ? undefined
-      : (nonEmpty(env.AWS_ENDPOINT_URL_S3) ?? nonEmpty(env.AWS_ENDPOINT_URL));
-    return parseStageDescriptor({
-      version: 1,
-      kind: 's3',
-      bucket: m[1],
-      prefix: normalizePrefix(decodeStagePrefix(m[2] ?? '', text)),
-      region: nonEmpty(env.AWS_REGION) ?? nonEmpty(env.AWS_DEFAULT_REGION) ?? 'us-east-1',
-      ...(endpoint === undefined ? {} : { endpoint }),
-      forcePathStyle: truthy(env.PROVCAT_S3_FORCE_PATH_STYLE),
-    });
+  for (const kind of stageKinds()) {
+    const descriptor = kind.fromString?.(text, env);
+    if (descriptor !== undefined) return descriptor;
   }
   throw new StageConfigError(
-    `a stage is file:///abs/root/, s3://bucket/prefix/ or @descriptor.json, not ${JSON.stringify(text)}`,
+    `a stage is file:///abs/root/, s3://bucket/prefix/ (or another driver's bucket/prefix/) or @descriptor.json, not ${JSON.stringify(text)}`,
   );
 }
 
-function decodeStagePrefix(raw: string, text: string): string {
-  try {
-    return raw
-      .split('/')
-      .map((s) => {
-        const decoded = decodeURIComponent(s);
-        if (decoded.includes('/')) throw new URIError(`encoded '/' in '${s}'`);
-        return decoded;
-      })
-      .join('/');
-  } catch (cause) {
-    throw new StageConfigError(`bad prefix in the stage ${text}`, { cause });
-  }
-}
-
 /** {@link descriptorFromString} then {@link stageFromDescriptor}. */
-export async function stageFromString(
-  text: string,
-  options: StageOptions & { env?: NodeJS.ProcessEnv | undefined } = {},
-): Promise<ManagedStage> {
+export async function stageFromString(text: string, options: StageOptions = {}): Promise<Stage> {
   return stageFromDescriptor(await descriptorFromString(text, options.env), options);
 }

@@ -1,9 +1,11 @@
 /**
  * Managed objects ("Lake"): integrity-verified upload, open and range reads of large immutable
- * objects on a local or S3 stage. See docs/managed-objects.md.
+ * objects on a stage of any driver (local files, S3, ...). See docs/managed-objects.md.
  *
  * @module
  */
+
+export { type StageBackend, storeBackend } from './backend.js';
 export {
   type Checkpoint,
   type CheckpointPart,
@@ -11,12 +13,16 @@ export {
   RESUMABLE_PART_SIZES,
 } from './checkpoint.js';
 export { lakeCommands } from './cli.js';
+export { parseStageDescriptor, type StageDescriptor } from './descriptor.js';
 export {
-  type LocalStageDescriptor,
-  parseStageDescriptor,
-  type S3StageDescriptor,
-  type StageDescriptor,
-} from './descriptor.js';
+  checkEndpoint,
+  checkFields,
+  checkTenant,
+  decodeStagePrefix,
+  joinPrefix,
+  normalizePrefix,
+  normalizeRoot,
+} from './descriptor-fields.js';
 export {
   CheckpointError,
   InvalidDataLocation,
@@ -31,7 +37,14 @@ export {
   stageFromDescriptor,
   stageFromString,
 } from './factory.js';
-export { LocalStage } from './local-stage.js';
+export * from './gc/index.js';
+export {
+  type BackendOptions,
+  registerStageKind,
+  type StageKind,
+  stageKind,
+  stageKinds,
+} from './kinds.js';
 export {
   checkDataLocation,
   type DataLocation,
@@ -39,14 +52,18 @@ export {
   formatDataLocation,
   parseDataLocation,
 } from './location.js';
-export { PresignedUrl } from './presign.js';
 export {
-  ABORT_TIMEOUT_MS,
+  fileLocations,
+  objectLocations,
+  type StageLocations,
+} from './locations.js';
+export {
   DEFAULT_PART_SIZE,
-  MAX_PARTS,
-  S3Stage,
-  type S3StageOptions,
-} from './s3-stage.js';
+  Stage,
+  type StageObject,
+  type StageUpload,
+} from './managed-stage.js';
+export { PresignedUrl } from './presign.js';
 export {
   DEFAULT_PARTS_IN_FLIGHT,
   MAX_PARTS_IN_FLIGHT,

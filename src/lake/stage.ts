@@ -1,6 +1,6 @@
 /**
- * {@link ManagedStage}: the one storage boundary for managed objects, with two implementations
- * (LocalStage in local-stage.ts, S3Stage in s3-stage.ts) built from a descriptor.
+ * {@link ManagedStage}: the one storage boundary for managed objects, implemented once
+ * (managed-stage.ts) for every store and built from a descriptor (factory.ts).
  *
  * Every method checks what it can before any I/O, in this order: the digest (exactly 64 hex
  * characters), then containment (the location lies inside this stage's exact root or bucket and
@@ -10,10 +10,10 @@
  */
 import type { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
-import type { BodySink } from '../net/http1-download.js';
+import type { BodySink } from '../driver.js';
 import type { ProgressCallback } from '../store.js';
-import type { StageDescriptor } from './descriptor.js';
 import { InvalidRange, StageConfigError } from './errors.js';
+import type { StageDescriptor } from './kinds.js';
 import type { DataLocation } from './location.js';
 import type { PresignedUrl } from './presign.js';
 
@@ -22,29 +22,29 @@ export type UploadSource = string | Readable | ReadableStream<Uint8Array>;
 
 /** Options of {@link ManagedStage.upload}. */
 export interface UploadOptions {
-  /** MIME type recorded in the DataLocation (and on S3 as Content-Type). Default `application/octet-stream`. */
+  /** MIME type recorded in the DataLocation (and as the object's Content-Type). Default `application/octet-stream`. */
   contentType?: string | undefined;
   /**
-   * Cancels the upload. Local: the `.uploading` temp file is removed (a published object never
-   * is). S3: the multipart upload is aborted (bounded: 30 s) and any checkpoint removed.
+   * Cancels the upload: the upload is aborted (bounded: 30 s; on a local stage its `.uploading`
+   * temp file is removed) and any checkpoint removed. A published object is never removed.
    */
   signal?: AbortSignal | undefined;
   /** Cumulative bytes stored so far (`operation: 'upload'`). */
   onProgress?: ProgressCallback | undefined;
   /**
-   * S3, path sources only: keep a resumable checkpoint in this directory, so that a rerun after
-   * a crash uploads only the parts that are missing. Local stages ignore it (a local upload is
-   * one file write).
+   * Path sources only: keep a resumable checkpoint in this directory, so that a rerun after a
+   * crash uploads only the parts that are missing. Stages whose store cannot resume an upload
+   * (a local stage: its upload is one file write) ignore it.
    */
   checkpointDir?: string | undefined;
-  /** S3: parts uploaded concurrently, 1..16 (default 4). Memory is `partsInFlight` × part size. */
+  /** Parts uploaded concurrently, 1..16 (default 4). Memory of a stream upload is `partsInFlight` × part size. */
   partsInFlight?: number | undefined;
   /**
-   * S3: fail with `UploadStalled` when nothing moves for this long (milliseconds, 1..2^31-1;
+   * Fail with `UploadStalled` when nothing moves for this long (milliseconds, 1..2^31-1;
    * default the stage's `stallTimeoutMs`, else 120,000): no part acknowledged and no new body
    * byte taken by the store while parts are being sent. The parts in flight are cancelled and
-   * none is sent again; the multipart upload is aborted, or, with `checkpointDir`, kept with its
-   * checkpoint so that a retry resumes it. Local stages ignore it.
+   * none is sent again; the upload is aborted, or, with `checkpointDir`, kept with its
+   * checkpoint so that a retry resumes it.
    */
   stallTimeoutMs?: number | undefined;
 }
@@ -64,7 +64,7 @@ export interface PresignOptions {
 /**
  * A managed stage: where managed objects are uploaded and read, with SHA-256 integrity.
  *
- * Guarantees shared by both implementations:
+ * Guarantees on every store:
  * - `upload` publishes an object under a fresh random key inside the stage, and nothing is
  *   visible under that key before every byte is there; the returned DataLocation's size and
  *   SHA-256 are those of the bytes read from the source, in order.
@@ -76,8 +76,8 @@ export interface PresignOptions {
  * - Locations outside the stage are `ObjectIntegrityError('OutsideStage')` before any I/O.
  */
 export interface ManagedStage {
-  /** `local` or `s3`. */
-  readonly kind: StageDescriptor['kind'];
+  /** The descriptor kind: `local`, `s3`, ... */
+  readonly kind: string;
   /** The descriptor this stage was built from (credential-free; safe to print and store). */
   readonly descriptor: StageDescriptor;
 
@@ -88,11 +88,11 @@ export interface ManagedStage {
   open(location: DataLocation, options?: ReadOptions): Promise<Readable>;
 
   /**
-   * {@link open} delivered to a sink (src/net/http1-download.ts `BodySink`) instead of a
-   * stream: resolves once the whole object went to `sink` and verified; rejects like the
-   * stream of `open` fails. `sink` sees bytes before the digest is known (keep them
-   * provisional until this resolves); a chunk is valid only until its `data` call resolves.
-   * On S3 the body goes to the sink in the driver's reused read buffers, with no copy.
+   * {@link open} delivered to a sink (`BodySink`, src/driver.ts) instead of a stream: resolves
+   * once the whole object went to `sink` and verified; rejects like the stream of `open` fails.
+   * `sink` sees bytes before the digest is known (keep them provisional until this resolves); a
+   * chunk is valid only until its `data` call resolves. Where the driver reads into reused
+   * buffers (S3's lean path) the body goes to the sink with no copy.
    */
   readTo(location: DataLocation, sink: BodySink, options?: ReadOptions): Promise<void>;
 
@@ -108,8 +108,9 @@ export interface ManagedStage {
   ): Promise<Readable>;
 
   /**
-   * A time-limited GET URL for a location (S3 only; a local stage raises StageConfigError).
-   * The URL is redacted when printed, logged or serialized; call `reveal()` to use it.
+   * A time-limited GET URL for a location (`NotSupported` where the store has none, as on a
+   * local stage). The URL is redacted when printed, logged or serialized; call `reveal()` to
+   * use it.
    */
   presign(location: DataLocation, options?: PresignOptions): Promise<PresignedUrl>;
 

@@ -20,7 +20,8 @@
  * @module
  */
 import { fdatasync, fsync, write, writeSync } from 'node:fs';
-import type { BodySink, Http1Response } from './http1-download.js';
+import type { BodySink } from '../driver.js';
+import type { Http1Response } from './http1-download.js';
 
 /** Default bytes between early `fdatasync` calls (as `installBlob`). */
 export const DEFAULT_SYNC_EVERY_BYTES = 64 * 1024 * 1024;

@@ -33,6 +33,12 @@
  * caller then takes its normal path (the S3 driver's SDK), which owns retries and error
  * mapping. Nothing is guessed. Failures after the head was accepted (reset, early end, idle
  * timeout, abort, a consumer error) reject with a typed error and destroy the socket.
+ * test/http1-parser.fuzz.test.ts holds the parser to Node's own (llhttp): every response is
+ * read exactly as llhttp reads it, or handed back.
+ *
+ * Why not undici (the client Node's `fetch` is built on): it was measured against this module
+ * on the lean path's two reads, many small objects and one big one, and cost clearly more CPU,
+ * wall time and memory on both (docs/performance.md, "undici against the hand-written client").
  *
  * Keep-alive is optional: with an {@link Http1Pool}, a connection whose response was complete,
  * exact and not marked `Connection: close` goes back to a small per-origin idle pool. For one
@@ -44,10 +50,12 @@
  *
  * @module
  */
+
 import net from 'node:net';
 import { Readable } from 'node:stream';
 import type * as tls from 'node:tls';
 import { debuglog } from 'node:util';
+import type { BodySink } from '../driver.js';
 import { abortError, StoreError } from '../errors.js';
 import { nodeTls } from './builtins.js';
 
@@ -157,24 +165,6 @@ export interface DownloadFallback {
   status?: number | undefined;
   /** The underlying error of a `network` fallback. */
   cause?: unknown;
-}
-
-/**
- * Receives a body. `data` is called with consecutive chunks, in order, one call at a time (the
- * next call only after the previous one returned or its promise resolved).
- *
- * **A chunk is valid only until its `data` call returns, or its returned promise resolves.**
- * Its memory is then reused for later bytes: copy what must outlive the call.
- */
-export interface BodySink {
-  /** Handle one chunk (never empty). A throw or rejection fails the transfer with that error. */
-  data(chunk: Buffer): void | Promise<void>;
-  /**
-   * Deliver chunks of at least this many bytes where possible (a chunk is cut short only at a
-   * buffer's end or the body's end). Default 0: deliver whatever has arrived whenever the
-   * sink is free (a busy sink still gets everything that arrived meanwhile in one chunk).
-   */
-  readonly batchBytes?: number | undefined;
 }
 
 /** A {@link BodySink} that also sees the response head first (for {@link download}). */
@@ -712,6 +702,9 @@ class Transfer implements ConnectionOwner {
         this.fallBack(parsed);
         return;
       }
+      // Bytes past the body in this very read spoil the connection before anything can hand it
+      // back to the pool (a body of 0 bytes completes inside accept).
+      if (end - i > parsed.contentLength) this.conn.reusable = false;
       this.accept(parsed);
       if (i < end) this.addBody(slab, i, end - i);
       return;
@@ -1099,7 +1092,9 @@ export function parseHead(text: string): HeadResult {
           .toLowerCase()
           .split(',')
           .map((s) => s.trim());
-  const keepAlive = minor === '1' ? !tokens.includes('close') : tokens.includes('keep-alive');
+  // RFC 9112 §9.3: `close` ends the connection whatever the version; an HTTP/1.0 one
+  // persists only with `keep-alive`.
+  const keepAlive = !tokens.includes('close') && (minor === '1' || tokens.includes('keep-alive'));
   return { status, headers, contentLength, keepAlive };
 }
 
@@ -1125,9 +1120,15 @@ function badHeaderLine(line: string, status: number): DownloadFallback {
 
 const DIGITS = /^[0-9]{1,16}$/;
 
-/** The one value of repeated or listed Content-Lengths, or `undefined` when they differ. */
+/** Blanks (SP, HTAB: RFC 9110's OWS) at either end of a list element. */
+const OWS_EDGES = /^[\t ]+|[\t ]+$/g;
+
+/**
+ * The one value of repeated or listed Content-Lengths, or `undefined` when they differ. Only
+ * OWS is trimmed around each element (`String.prototype.trim` would take obs-text's NBSP too).
+ */
 function oneLength(lengths: string[]): string | undefined {
-  const values = new Set(lengths.flatMap((v) => v.split(',').map((s) => s.trim())));
+  const values = new Set(lengths.flatMap((v) => v.split(',').map((s) => s.replace(OWS_EDGES, ''))));
   return values.size === 1 ? [...values][0] : undefined;
 }
 

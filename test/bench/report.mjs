@@ -93,8 +93,9 @@ function generated(result) {
   out.push('');
   out.push(
     `Measured by \`npm run bench\` in ${Math.round(result.seconds / 60)} minutes on: ${m.nproc} cores (${m.cpu}), ` +
-      `${m.memoryGiB} GiB RAM, Node ${m.node}, ${m.ceph} (radosgw ${result.server.reused ? 'already running' : 'started by the run'}, ` +
-      `frontend \`${result.server.frontend ?? 'unknown'}\`), ${m.rclone}, ${m.aws}, ${m.curl}. ` +
+      `${m.memoryGiB} GiB RAM, Node ${m.node}, ${m.ceph} (radosgw ${result.server.used === false ? 'not used' : result.server.reused ? 'already running' : 'started by the run'}, ` +
+      `frontend \`${result.server.frontend ?? 'unknown'}\`), ${m.rclone}, ${m.aws}, ${m.curl}` +
+      `${m.cp ? `, ${m.cp.replace(/^cp \(GNU coreutils\)/, 'GNU cp')} on ${m.filesystem}` : ''}. ` +
       `Load average ${m.loadavgAtStart[0]} at the start and ${m.loadavgAtEnd[0]} at the end ` +
       '(the machine is shared: compare ratios within a case, not absolute times across runs).',
   );

@@ -157,7 +157,7 @@ export interface SuiteContext {
   withDirect<T>(fn: (store: ObjectStore) => Promise<T>): Promise<T>;
   /** Drop every version under `prefix` (of the bucket, ending in `/`) when the target can. */
   purge(prefix: string): Promise<void>;
-  /** Drop a stage made by `target.stage(prefix)` (its folder, or its prefix in the bucket). */
+  /** Drop a stage made by `target.stageUri(prefix)` (its folder, or its prefix in the bucket). */
   purgeStage(stage: string, prefix: string): Promise<void>;
   /** The URI of `rel` under the run's prefix. */
   uri(rel: string): string;

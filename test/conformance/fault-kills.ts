@@ -128,7 +128,7 @@ class KillLoop {
   /** Use a new stage for the uploads to come (see {@link FaultConfig.rotateEvery}). */
   private nextStage(): void {
     const prefix = `${this.ctx.prefix}stage-kill-${this.stage.gen}/`;
-    const uri = (this.ctx.target.stage as (prefix: string) => string)(prefix);
+    const uri = (this.ctx.target.stageUri as (prefix: string) => string)(prefix);
     const local = uri.startsWith('file:') ? fileURLToPath(uri) : undefined;
     this.stage = { uri, prefix, local, uploads: 0, gen: this.stage.gen + 1 };
   }
@@ -168,7 +168,7 @@ class KillLoop {
       branchSource = { uri: pinned.toString(), folder };
     }
     let upload: Upload | undefined;
-    if (ctx.target.stage) {
+    if (ctx.target.stageUri) {
       const bytes = randomBytes(config.uploadBytes);
       const file = path.join(ctx.work, 'upload.bin');
       await writeFile(file, bytes);

@@ -166,8 +166,8 @@ class NetworkTrials {
       }
     }
     let managed: Managed | undefined;
-    if (ctx.target.stage) {
-      const stage = ctx.target.stage(`${ctx.prefix}stage-net/`);
+    if (ctx.target.stageUri) {
+      const stage = ctx.target.stageUri(`${ctx.prefix}stage-net/`);
       const bytes = randomBytes(config.uploadBytes);
       const file = path.join(ctx.work, 'net-upload.bin');
       await writeFile(file, bytes);
@@ -620,7 +620,7 @@ class NetworkTrials {
     // Uploads go to a stage of their own, dropped and replaced every few trials.
     const stageOf = (gen: number) => {
       const prefix = `${this.ctx.prefix}stage-net-up-${gen}/`;
-      return { prefix, uri: (this.ctx.target.stage as (p: string) => string)(prefix) };
+      return { prefix, uri: (this.ctx.target.stageUri as (p: string) => string)(prefix) };
     };
     const generation = await this.rotate('upload', async (gen) => {
       const old = stageOf(gen);

@@ -44,7 +44,8 @@ export async function readTree(dir: string): Promise<Record<string, string>> {
 
 /**
  * Watch a store's GETs: how many were in flight at most (a streamed body counts until it
- * closes; a body read whole, `bytes`, is over when `_get` returns), and how many came whole.
+ * closes; a body read whole, `bytes`, or given as a local `file` is over when `_get` returns),
+ * and how many came whole.
  */
 export function watchGets(store: ObjectStore): { readonly most: number; readonly whole: number } {
   let inFlight = 0;
@@ -55,8 +56,9 @@ export function watchGets(store: ObjectStore): { readonly most: number; readonly
     seen.most = Math.max(seen.most, inFlight);
     try {
       const res = await real(...args);
-      if (res.bytes) {
-        seen.whole++;
+      if (res.bytes || res.file) {
+        // Nothing is left in flight: the body is in memory, or a local file the cache copies.
+        if (res.bytes) seen.whole++;
         inFlight--;
       } else {
         res.body.once('close', () => inFlight--);

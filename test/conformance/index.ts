@@ -3,7 +3,9 @@
  *
  * A driver's test file calls {@link conformance} once with a {@link ConformanceTarget}; the suite
  * registers vitest `describe` blocks for the primitives, the store methods, the cache and fetch,
- * and (when `flags.versions`) pin/commit/log/branch. Every test works under a random prefix.
+ * uploads (the driver contract's read rules; with `flags.parts`, puts through the upload engine
+ * and the part protocol itself), the managed stage (when the target gives `stage`), and (when
+ * `flags.versions`) pin/commit/log/branch. Every test works under a random prefix.
  * {@link faultSuite} is the fault suite (a fault proxy and a SIGKILL loop) for the same targets,
  * and {@link startFaultProxy} its proxy, usable on its own.
  *
@@ -12,8 +14,10 @@
 import { describe } from 'vitest';
 import { fetchSuite } from './fetch.js';
 import { primitivesSuite } from './primitives.js';
+import { stageSuite } from './stage.js';
 import { storeSuite } from './store.js';
 import type { ConformanceTarget } from './target.js';
+import { uploadsSuite } from './uploads.js';
 import { versionsSuite } from './versions.js';
 
 export {
@@ -50,6 +54,8 @@ export function conformance(target: ConformanceTarget): void {
     primitivesSuite(target);
     storeSuite(target);
     fetchSuite(target);
+    uploadsSuite(target);
+    stageSuite(target);
     versionsSuite(target);
   });
 }

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -154,6 +154,31 @@ export function primitivesSuite(target: ConformanceTarget): void {
         expect(seen.at(-1)).toBe(bytes.length);
         expect(seen).toEqual([...seen].sort((a, b) => a - b));
       });
+
+      it('records the SHA-256 a put passes and heads it back (drivers with sha256Metadata)', async (ctx) => {
+        if (store.capabilities.sha256Metadata !== true) {
+          ctx.skip(`${store.driver} does not record PutOptions.sha256 (sha256Metadata unset)`);
+        }
+        const p = randomPrefix();
+        const small = randomBytes(1000);
+        const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+        await store._put(bucket, `${p}small.bin`, small, { sha256: sha(small) });
+        expect((await store._head(bucket, `${p}small.bin`)).sha256).toBe(sha(small));
+        // In parts: 11 MiB through parts of 5 MiB (the smallest S3 allows).
+        const MiB = 1024 * 1024;
+        const parted = target.store({
+          cache: path.join(work, 'cache'),
+          multipartThreshold: 5 * MiB,
+          partSize: 5 * MiB,
+        });
+        const big = randomBytes(11 * MiB);
+        await parted._put(bucket, `${p}big.bin`, Readable.from([big]), { sha256: sha(big) });
+        expect((await parted._head(bucket, `${p}big.bin`)).sha256).toBe(sha(big));
+        // Without one, none is reported.
+        await store._put(bucket, `${p}none.bin`, small);
+        expect((await store._head(bucket, `${p}none.bin`)).sha256).toBeUndefined();
+        await parted.close();
+      }, 120_000);
 
       it('overwrites: the newest put is what head and get see', async () => {
         const key = `${randomPrefix()}over.txt`;

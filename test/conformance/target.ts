@@ -6,6 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { CreateMode } from '../../src/driver.js';
+import type { Stage } from '../../src/lake/managed-stage.js';
 import type { ObjectStore } from '../../src/object-store.js';
 import type { StoreOptions } from '../../src/store.js';
 
@@ -19,6 +20,13 @@ export interface ConformanceFlags {
   ranges: boolean;
   /** The store can hold keys no URI can name (`a//b`, `..`), so refusal tests can seed them. */
   hostileKeys: boolean;
+  /** The driver has a part protocol (`partProtocol(bucket)`): large puts go in parts. */
+  parts?: boolean | undefined;
+  /**
+   * `listUploads` lists open uploads (default true). False for a store with no such call (GCS
+   * resumable sessions cannot be listed; they expire on their own).
+   */
+  listsUploads?: boolean | undefined;
 }
 
 /** The options a target's `store()` takes: every store's, and an endpoint to reach the server at. */
@@ -56,18 +64,23 @@ export interface ConformanceTarget {
   /**
    * A managed-object stage for `prefix` (a relative folder, ending in `/`), as `provcat upload
    * --stage` takes it (`file:///…/`, `s3://bucket/prefix/`); the fault suite's upload trials
-   * need it.
+   * need it. (`stage` is the managed stage the conformance suite tests.)
    */
-  stage?: ((prefix: string) => string) | undefined;
+  stageUri?: ((prefix: string) => string) | undefined;
   /**
    * Remove every version of every key under `prefix` (a key prefix of `bucket`, ending in `/`,
    * never written again). The fault suite calls it as it goes, so that thousands of trials on a
-   * versioned bucket keep little stored. A stage from {@link stage} that is not a `file://`
+   * versioned bucket keep little stored. A stage from {@link stageUri} that is not a `file://`
    * folder must keep its objects under the same `prefix` of `bucket`, so that this removes them.
    */
   purge?: ((prefix: string) => Promise<void>) | undefined;
   /** Local folders the store itself writes into (the local store's root), checked for temps. */
   localDirs?: string[] | undefined;
+  /**
+   * A managed stage on the target under a fresh prefix (the stage part of the suite runs when
+   * given). `partSize` is the smallest the store accepts, so uploads of a few parts stay small.
+   */
+  stage?: ((options: { prefix: string; partSize?: number }) => Stage) | undefined;
 }
 
 /** A fresh random key prefix (`t-<hex>/`) so tests never see each other's objects. */

@@ -481,9 +481,10 @@ export function versionsSuite(target: ConformanceTarget): void {
           );
         }
         await expect(branchFrom(store, url(`${main}/d/`), main)).rejects.toBeInstanceOf(UriError);
+        // A source folder that does not exist is NotFound (exit 3), like any missing folder.
         await expect(
           branchFrom(store, url(randomPrefix('e')), randomPrefix('nothing')),
-        ).rejects.toBeInstanceOf(StoreError);
+        ).rejects.toBeInstanceOf(NotFound);
       },
     );
 

@@ -1,15 +1,16 @@
 /**
- * Where the parts of a multipart upload come from: a local file, or a stream (or bytes).
+ * Where the parts of an upload come from: a local file, or a stream (or bytes). The upload
+ * engine (engine.ts) hands these parts to a driver's part protocol, whatever the store.
  *
  * **A file is never held in memory.** Its size is known, so its parts are byte ranges. Each
- * UploadPart body is a stream of its range, read from disk in small chunks through one file
+ * part's body is a stream of its range, read from disk in small chunks through one file
  * handle opened at the start (a file renamed over the path mid-upload does not change what is
  * read), with a known ContentLength. A part that must be sent again re-reads its range. Memory
  * per part in flight is a few chunks, not the part.
  *
  * **A stream is read in order into pooled part buffers**, because a stream cannot be read
  * twice: a part holds its buffer from the moment it is read until the store has answered it, so
- * memory is bounded by `partsInFlight` × `partSize` (the engine in multipart.ts bounds the parts
+ * memory is bounded by `partsInFlight` × `partSize` (the engine in engine.ts bounds the parts
  * in flight). Buffers come from a {@link PartBufferPool}: reused part after part and dropped once
  * no upload is running. Bytes already in memory are sent as views, without a buffer.
  *
@@ -17,7 +18,7 @@
  * as it is read from disk, a buffer as views of 1 MiB handed to the request one at a time
  * ({@link PartBody.restream}). A stream hands out its next chunk only when the request has taken
  * the previous ones (backpressure), so the count follows the bytes the socket accepted within a
- * chunk or two; the engine's stall watchdog (multipart.ts) counts them as progress. A buffer is
+ * chunk or two; the engine's stall watchdog (engine.ts) counts them as progress. A buffer is
  * still given to the SDK as bytes — so the SDK signs its SHA-256 (the store checks every byte)
  * and retries it itself — and only the request each attempt writes streams it.
  *
@@ -38,11 +39,12 @@
  * @module
  */
 import { createHash, type Hash } from 'node:crypto';
+import { constants as fsc } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
-import { raceAbort } from '../../src/concurrency.js';
-import { SourceChanged, SourceError } from './errors.js';
+import { raceAbort } from '../concurrency.js';
+import { SourceChanged, SourceError } from '../errors.js';
 
 /** One attempt at sending a part: its body, and what to check once the store acknowledged it. */
 export interface PartBody {
@@ -194,11 +196,14 @@ export class FileParts implements PartSource {
     }
   }
 
-  /** Open `path` for reading (SourceError when it cannot be opened or is not a file). */
+  /**
+   * Open `path` for reading (SourceError when it cannot be opened or is not a regular file). The
+   * open does not block: a FIFO is refused instead of waiting for a writer.
+   */
   static async open(path: string, options: FilePartsOptions): Promise<FileParts> {
     let handle: FileHandle;
     try {
-      handle = await open(path, 'r');
+      handle = await open(path, fsc.O_RDONLY | fsc.O_NONBLOCK);
     } catch (cause) {
       throw new SourceError(`cannot open ${path}: ${message(cause)}`, { cause });
     }

@@ -6,6 +6,10 @@
  * ever writes there, so an upload never replaces anything and a crash can leave only
  * unreferenced objects, never a changed one.
  *
+ * A stage's locations are `scheme://bucket/<key>` on an object store (s3, gs, az) and
+ * `file:///<root>/<key>` on a local stage; {@link StageLocations} turns keys into location URIs
+ * and back, refusing anything outside the stage's key prefix.
+ *
  * Containment compares decoded path segments, never string prefixes: prefix `a/b` accepts
  * `a/b/x` but not `a/bc/x`. URIs with empty segments (`//`), `.` or `..` segments (also encoded,
  * `%2e%2e`), an encoded `/`, control characters, a query or a fragment are refused outright —
@@ -44,11 +48,16 @@ function below(segments: readonly string[], base: readonly string[]): string[] |
 
 /**
  * The key of `uri` relative to `base` (the stage's `[...prefix, tenant]` segments) in
- * `bucket`, for an `s3://` location. Throws `ObjectIntegrityError('OutsideStage')`.
+ * `bucket`, for a `scheme://` location. Throws `ObjectIntegrityError('OutsideStage')`.
  */
-export function containS3(uri: string, bucket: string, base: readonly string[]): string {
-  if (typeof uri !== 'string' || !uri.startsWith('s3://'))
-    throw outside(String(uri), 'not an s3:// URI');
+export function containObject(
+  uri: string,
+  scheme: string,
+  bucket: string,
+  base: readonly string[],
+): string {
+  if (typeof uri !== 'string' || !uri.startsWith(`${scheme}://`))
+    throw outside(String(uri), `not a ${scheme}:// URI`);
   let parsed: Uri;
   try {
     parsed = Uri.parse(uri);
@@ -64,9 +73,9 @@ export function containS3(uri: string, bucket: string, base: readonly string[]):
   return rest.join('/');
 }
 
-/** The `s3://` URI of a key. */
-export function s3Uri(bucket: string, key: string): string {
-  return Uri.fromKey('s3', bucket, key).toString();
+/** The `scheme://bucket/key` URI of a key. */
+export function objectUri(scheme: string, bucket: string, key: string): string {
+  return Uri.fromKey(scheme, bucket, key).toString();
 }
 
 /**
@@ -111,4 +120,42 @@ export function containFile(uri: string, base: readonly string[]): string {
 /** The `file://` URI of the absolute path made of `segments`. */
 export function fileUri(segments: readonly string[]): string {
   return `file:///${segments.map(encodeSegment).join('/')}`;
+}
+
+/** How the locations of one stage look: keys (full, from the bucket or root) to URIs and back. */
+export interface StageLocations {
+  /** The key prefix objects are written below (prefix and tenant), `''` for none. */
+  readonly keyPrefix: string;
+  /** The location URI of a full key. */
+  uriOf(key: string): string;
+  /**
+   * The full key of a location inside the stage (below the key prefix). Throws
+   * `ObjectIntegrityError('OutsideStage')`. No I/O.
+   */
+  keyOf(uri: string): string;
+}
+
+function join(prefix: string, rel: string): string {
+  return prefix === '' ? rel : `${prefix}/${rel}`;
+}
+
+/** Locations `scheme://bucket/<keyPrefix>/...` of an object-store stage. */
+export function objectLocations(scheme: string, bucket: string, keyPrefix: string): StageLocations {
+  const base = splitKey(keyPrefix);
+  return {
+    keyPrefix,
+    uriOf: (key) => objectUri(scheme, bucket, key),
+    keyOf: (uri) => join(keyPrefix, containObject(uri, scheme, bucket, base)),
+  };
+}
+
+/** Locations `file:///<root>/<keyPrefix>/...` of a local stage (keys relative to the root). */
+export function fileLocations(root: string, keyPrefix: string): StageLocations {
+  const rootSegments = splitKey(root.slice(1));
+  const base = [...rootSegments, ...splitKey(keyPrefix)];
+  return {
+    keyPrefix,
+    uriOf: (key) => fileUri([...rootSegments, ...splitKey(key)]),
+    keyOf: (uri) => join(keyPrefix, containFile(uri, base)),
+  };
 }

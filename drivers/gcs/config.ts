@@ -1,0 +1,94 @@
+/**
+ * Configuration of the GCS driver, read in this one place. It follows Google's conventions:
+ * Application Default Credentials (the SDK's chain: `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's
+ * user credentials, the metadata server), the project from `GOOGLE_CLOUD_PROJECT` or
+ * `GCLOUD_PROJECT`, a custom endpoint (an emulator, the test server) from `apiEndpoint` or
+ * `STORAGE_EMULATOR_HOST` — which, as in the SDK, gets no credentials unless
+ * `useAuthWithCustomEndpoint`. Only the lean switch (`PROVCAT_GCS_LEAN=0`) is provcat's own.
+ * A pure function of the options and an environment object, tested without a server.
+ *
+ * @module
+ */
+import type { Storage } from '@google-cloud/storage';
+import type { StoreOptions } from '../../src/store.js';
+
+/** Resumable chunks other than the last are multiples of this (256 KiB). */
+export const CHUNK_QUANTUM = 256 * 1024;
+/** Google's endpoint, when none is configured. */
+export const GOOGLE_ENDPOINT = 'https://storage.googleapis.com';
+/** The project named to a custom endpoint without credentials when none is set (emulators ignore it). */
+export const EMULATOR_PROJECT = 'provcat';
+
+/** Options of {@link GcsStore} (on top of the options every store takes). */
+export interface GcsStoreOptions extends StoreOptions {
+  /**
+   * A `Storage` client to use instead of building one (tests, embedders with their own
+   * credentials): its endpoint and credentials decide where requests go, and metadata reads go
+   * through it (no lean path).
+   */
+  client?: Storage | undefined;
+  /** Custom endpoint URL. Default: `STORAGE_EMULATOR_HOST`, else Google's. */
+  apiEndpoint?: string | undefined;
+  /** Project (bucket creation). Default: `GOOGLE_CLOUD_PROJECT`, `GCLOUD_PROJECT`, ADC's. */
+  projectId?: string | undefined;
+  /** A service-account key file. Default: `GOOGLE_APPLICATION_CREDENTIALS` (else ADC's chain). */
+  keyFilename?: string | undefined;
+  /** Send credentials to a custom endpoint too (a private endpoint of real GCS). */
+  useAuthWithCustomEndpoint?: boolean | undefined;
+  /** Metadata reads and listings on the driver's own GETs. Default on, unless `PROVCAT_GCS_LEAN=0`. */
+  lean?: boolean | undefined;
+  /** Where the settings above are read from. Default `process.env`. */
+  env?: NodeJS.ProcessEnv | undefined;
+}
+
+/** The options after defaults and the environment. */
+export interface GcsConfig {
+  /** The endpoint, without a trailing `/`. */
+  endpoint: string;
+  /** The endpoint is not Google's. */
+  custom: boolean;
+  /** Requests carry an `Authorization` header. */
+  auth: boolean;
+  projectId: string | undefined;
+  keyFilename: string | undefined;
+  lean: boolean;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+/**
+ * Apply defaults and the environment. RangeError for an endpoint that is no URL (a bare host
+ * gets `https://`, as in the SDK) or a part size off the 256 KiB grid, so a misconfiguration
+ * fails at construction.
+ */
+export function resolveGcsConfig(
+  options: GcsStoreOptions = {},
+  env = options.env ?? process.env,
+): GcsConfig {
+  const given = nonEmpty(options.apiEndpoint) ?? nonEmpty(env.STORAGE_EMULATOR_HOST);
+  const endpoint =
+    given === undefined
+      ? GOOGLE_ENDPOINT
+      : (/^https?:\/\//i.test(given) ? given : `https://${given}`).replace(/\/+$/, '');
+  if (!URL.canParse(endpoint)) throw new RangeError(`the GCS endpoint is not a URL: '${given}'`);
+  if (options.partSize !== undefined && options.partSize % CHUNK_QUANTUM !== 0) {
+    throw new RangeError(`GCS part sizes are multiples of 256 KiB, not ${options.partSize}`);
+  }
+  const custom = endpoint !== GOOGLE_ENDPOINT;
+  const auth = !custom || options.useAuthWithCustomEndpoint === true;
+  const lean = nonEmpty(env.PROVCAT_GCS_LEAN)?.toLowerCase();
+  return {
+    endpoint,
+    custom,
+    auth,
+    projectId:
+      nonEmpty(options.projectId) ??
+      nonEmpty(env.GOOGLE_CLOUD_PROJECT) ??
+      nonEmpty(env.GCLOUD_PROJECT) ??
+      (auth ? undefined : EMULATOR_PROJECT),
+    keyFilename: nonEmpty(options.keyFilename) ?? nonEmpty(env.GOOGLE_APPLICATION_CREDENTIALS),
+    lean: options.lean ?? !(lean === '0' || lean === 'false'),
+  };
+}

@@ -1,0 +1,107 @@
+/**
+ * The JSON API's shapes as the driver reads them — object resources (metadata, listings,
+ * uploads) and media response headers — turned into {@link ObjectInfo} in one place, so the SDK
+ * path and the lean path report an object alike, and the URLs of the reads the driver sends.
+ *
+ * The version is the generation, which is also the version ID (every generation is addressable
+ * with `?generation=`). The ETag is the MD5 in S3's quoted hex form (`md5Hash` decoded), because
+ * provcat takes an ETag of that form as the content's MD5 (commit checks, branch comparisons);
+ * GCS's own `etag` is opaque and changes with metadata. Composite objects have no MD5, no ETag.
+ *
+ * @module
+ */
+import type { ObjectInfo } from '../../src/driver.js';
+import { StoreError } from '../../src/errors.js';
+import { gcsUriText } from './errors.js';
+
+/** The fields of an object resource the driver reads (`timeDeleted`: a noncurrent generation). */
+export interface ObjectResource {
+  name?: string;
+  generation?: string;
+  size?: string;
+  md5Hash?: string;
+  updated?: string;
+  timeDeleted?: string;
+}
+
+/** One page of `objects.list`. */
+export interface ObjectsPage {
+  items?: ObjectResource[];
+  prefixes?: string[];
+  nextPageToken?: string;
+}
+
+/** True for a string that can be a generation (an int64 in decimal). */
+export function isGeneration(value: string): boolean {
+  return /^[1-9]\d{0,18}$/.test(value);
+}
+
+/** The S3-style ETag (`"<32 hex>"`) of a base64 MD5, or `undefined`. */
+export function md5Etag(md5Base64: string | undefined): string | undefined {
+  const digest = Buffer.from(md5Base64 ?? '', 'base64');
+  return digest.length === 16 ? `"${digest.toString('hex')}"` : undefined;
+}
+
+/** An ObjectInfo from an object resource; StoreError without a name, size or generation. */
+export function objectInfo(bucket: string, o: ObjectResource): ObjectInfo {
+  const size = Number(o.size);
+  const generation = o.generation ?? '';
+  if (typeof o.name !== 'string' || !isGeneration(generation) || !Number.isSafeInteger(size)) {
+    throw new StoreError(
+      `${gcsUriText(bucket, o.name)}: an object resource without name, size or generation`,
+    );
+  }
+  const updated = o.updated === undefined ? undefined : new Date(o.updated);
+  const etag = md5Etag(o.md5Hash);
+  return {
+    key: o.name,
+    size,
+    version: generation,
+    versionId: generation,
+    etag,
+    lastModified: updated,
+  };
+}
+
+/**
+ * The ObjectInfo of a media response from its headers: `x-goog-generation`, the MD5 of
+ * `x-goog-hash`, the whole size from `Content-Range` when ranged (else the body's length).
+ */
+export function mediaInfo(
+  bucket: string,
+  key: string,
+  headers: Readonly<Record<string, string | undefined>>,
+  contentLength: number,
+): ObjectInfo {
+  const generation = headers['x-goog-generation'] ?? '';
+  if (!isGeneration(generation)) {
+    throw new StoreError(`get ${gcsUriText(bucket, key)}: the response has no x-goog-generation`);
+  }
+  const total = /\/(\d+)$/.exec(headers['content-range'] ?? '')?.[1];
+  const md5 = /(?:^|,)\s*md5=([^,\s]+)/.exec(headers['x-goog-hash'] ?? '')?.[1];
+  return {
+    key,
+    size: total === undefined ? contentLength : Number(total),
+    version: generation,
+    versionId: generation,
+    etag: md5Etag(md5),
+  };
+}
+
+/**
+ * The JSON API URL of a bucket's objects (`key` undefined: the listing) or of one object, with
+ * the defined parameters percent-encoded (so `+` and spaces stay apart).
+ */
+export function apiUrl(
+  endpoint: string,
+  bucket: string,
+  key: string | undefined,
+  params: Record<string, string | number | undefined>,
+): string {
+  const query = Object.entries(params)
+    .filter(([, v]) => v !== undefined)
+    .map(([k, v]) => `${k}=${encodeURIComponent(v as string | number)}`)
+    .join('&');
+  const object = key === undefined ? '' : `/${encodeURIComponent(key)}`;
+  return `${endpoint}/storage/v1/b/${encodeURIComponent(bucket)}/o${object}${query ? `?${query}` : ''}`;
+}

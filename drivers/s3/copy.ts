@@ -1,0 +1,122 @@
+/**
+ * Multipart copies of objects above CopyObject's 5 GiB limit: UploadPartCopy byte ranges on the
+ * S3 part protocol (multipart.ts). Loaded only by a copy that needs it.
+ *
+ * @module
+ */
+import type { CompletedPart as S3CompletedPart } from '@aws-sdk/client-s3';
+import type { ObjectInfo } from '../../src/driver.js';
+import { StoreError } from '../../src/errors.js';
+import { ABORT_TIMEOUT_MS, abortUpload, linkedController } from '../../src/upload/engine.js';
+import { partSizeFor } from '../../src/upload/settings.js';
+import { copySource } from './keys.js';
+import type { S3Multipart } from './multipart.js';
+
+/** What a multipart copy copies from. */
+export interface CopySourceInfo {
+  versionId: string | undefined;
+  size: number;
+  etag: string;
+  contentType?: string | undefined;
+  contentEncoding?: string | undefined;
+  contentDisposition?: string | undefined;
+  cacheControl?: string | undefined;
+  metadata?: Record<string, string> | undefined;
+}
+
+/**
+ * Copy `sourceKey` (one version of it, or the current object) to `toKey` in the same bucket with
+ * UploadPartCopy, `partsInFlight` ranges at once, each conditional on the source's ETag (a source
+ * replaced mid-copy fails the copy instead of mixing two objects). Aborts the upload on failure.
+ */
+export async function copyMultipart(
+  multipart: S3Multipart,
+  sourceKey: string,
+  toKey: string,
+  source: CopySourceInfo,
+  options: { partSize: number; partsInFlight: number; signal?: AbortSignal | undefined },
+): Promise<ObjectInfo> {
+  const { bucket } = multipart;
+  const target = multipart.target(toKey);
+  const partSize = partSizeFor(options.partSize, source.size, multipart);
+  const count = Math.max(1, Math.ceil(source.size / partSize));
+  const inner = linkedController(options.signal);
+  let upload: string | undefined;
+  try {
+    options.signal?.throwIfAborted();
+    // Created with the source's headers, bounded and not cancelled by the caller (engine.ts).
+    const created = await multipart.send('CreateMultipartUpload', toKey, (client, sdk) =>
+      client.send(
+        new sdk.CreateMultipartUploadCommand({
+          Bucket: bucket,
+          Key: toKey,
+          ContentType: source.contentType,
+          ContentEncoding: source.contentEncoding,
+          ContentDisposition: source.contentDisposition,
+          CacheControl: source.cacheControl,
+          Metadata: source.metadata,
+        }),
+        { abortSignal: AbortSignal.timeout(ABORT_TIMEOUT_MS) },
+      ),
+    );
+    if (!created.UploadId) throw new StoreError('CreateMultipartUpload returned no UploadId');
+    upload = created.UploadId;
+    const id = upload;
+    const parts: S3CompletedPart[] = [];
+    let next = 0;
+    let failure: { error: unknown } | undefined;
+    const failed = () => failure;
+    const worker = async () => {
+      for (;;) {
+        if (failure) return;
+        const index = next++;
+        if (index >= count) return;
+        const start = index * partSize;
+        const end = Math.min(source.size, start + partSize) - 1;
+        try {
+          const response = await multipart.send('UploadPartCopy', toKey, (client, sdk) =>
+            client.send(
+              new sdk.UploadPartCopyCommand({
+                Bucket: bucket,
+                Key: toKey,
+                UploadId: id,
+                PartNumber: index + 1,
+                CopySource: copySource(bucket, sourceKey, source.versionId),
+                CopySourceRange: `bytes=${start}-${end}`,
+                CopySourceIfMatch: source.etag,
+              }),
+              { abortSignal: inner.signal },
+            ),
+          );
+          const etag = response.CopyPartResult?.ETag;
+          if (!etag) throw new StoreError(`UploadPartCopy ${index + 1} returned no ETag`);
+          parts[index] = { PartNumber: index + 1, ETag: etag };
+        } catch (error) {
+          failure ??= { error };
+          inner.abort(error);
+          return;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(options.partsInFlight, count) }, worker));
+    const failedCopy = failed();
+    if (failedCopy) throw failedCopy.error;
+    const info = await multipart.complete(
+      toKey,
+      id,
+      parts.map((p) => ({
+        number: p.PartNumber as number,
+        token: p.ETag as string,
+        size: 0,
+      })),
+      { size: source.size, signal: inner.signal },
+    );
+    target.debug(`copy ${bucket}/${sourceKey} -> ${toKey}: ${count} parts of ${partSize} bytes`);
+    return info;
+  } catch (error) {
+    inner.abort(error);
+    throw upload === undefined ? error : await abortUpload(target, upload, error);
+  } finally {
+    inner.dispose();
+  }
+}

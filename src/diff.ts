@@ -1,0 +1,136 @@
+/**
+ * {@link diffFolders}: which files were added, removed or changed between two versions of a
+ * folder (or two folders) — each side a folder at a commit, or a folder now.
+ *
+ * Each side is what `walk` gives: at `?at=commit:` the commit's manifest (no store call beyond
+ * loading the commit, which the cache keeps, so two cached commits diff offline), now one flat
+ * listing. Files are matched by their path relative to their side's folder.
+ *
+ * **Changed means "not provably the same bytes".** Two files are the same when they are one
+ * version of one key (the same key and version ID, or version token), or when both carry the
+ * same digest ETag (`"<32 hex>"`, or a multipart `"<32 hex>-N"`) and size — an ETag of that form
+ * is a digest of the bytes, so a file rewritten with identical bytes, or copied to another
+ * folder, is not a change. Anything else with the same path is changed: a new version of a key,
+ * or two keys whose ETags prove nothing (the same bytes uploaded with different part sizes, or a
+ * store whose ETags are not digests). This never hides a change; it may report one of identical
+ * bytes, never the reverse.
+ *
+ * @module
+ */
+import type { Entry } from './entry.js';
+import { UriError } from './errors.js';
+import { compareUtf8 } from './keys.js';
+import type { ObjectStore } from './object-store.js';
+import { toUri, type Uri } from './uri.js';
+
+/** A file on one side of a diff. */
+export interface DiffFile {
+  /** The path relative to the side's folder. */
+  path: string;
+  size: number;
+  /** As `stat` reports it: the version ID at a commit; now, the store's version (S3: the ETag). */
+  version: string | null;
+}
+
+/** A file on both sides, with different bytes (see the module comment). */
+export interface DiffChange {
+  path: string;
+  from: { size: number; version: string | null };
+  to: { size: number; version: string | null };
+}
+
+/** What {@link diffFolders} found, each list in path order (UTF-8 bytes). */
+export interface DiffResult {
+  /** The two sides, as folders (with `?at=commit:` for a side at a commit). */
+  from: Uri;
+  to: Uri;
+  /** Files in `to` only. */
+  added: DiffFile[];
+  /** Files in `from` only. */
+  removed: DiffFile[];
+  /** Files in both whose bytes differ (or cannot be shown equal). */
+  changed: DiffChange[];
+}
+
+/** Options of {@link diffFolders}. */
+export interface DiffOptions {
+  signal?: AbortSignal | undefined;
+}
+
+const COMMIT_ID = /^[0-9a-f]{64}$/;
+const DIGEST_ETAG = /^"[0-9a-f]{32}(-[0-9]+)?"$/;
+
+/** A side of a diff as a folder URI; `UriError` for a version pin (a file, not a folder). */
+function sideOf(uri: Uri): Uri {
+  if (uri.at?.kind === 'version') {
+    throw new UriError(`diff compares folders; ?at=version: names one file: ${uri}`, {
+      uri: uri.toString(),
+    });
+  }
+  return uri.asFolder();
+}
+
+/** True when two entries provably hold the same bytes (see the module comment). */
+function sameBytes(a: Entry, b: Entry): boolean {
+  if (a.size !== b.size) return false;
+  if (a.uri.key === b.uri.key) {
+    if (a.versionId !== undefined && a.versionId === b.versionId) return true;
+    if (a.version !== null && a.version === b.version) return true;
+  }
+  return a.etag !== undefined && a.etag === b.etag && DIGEST_ETAG.test(a.etag);
+}
+
+function fileOf(path: string, e: Entry): DiffFile {
+  return { path, size: e.size ?? 0, version: e.version };
+}
+
+/**
+ * Compare folder `a` with `b`: `b` is a URI, or a commit ID (`a`'s folder at that commit), and
+ * defaults to `a`'s folder now. A side is a folder now (no `?at=`) or a folder at a commit (the
+ * committed folder or one below it). Both must be of this store's scheme. `NotFound` for a
+ * folder a commit does not hold; `UriError` for `?at=version:`; offline, a side that is not a
+ * commit raises `OfflineMiss` (a commit side answers from the cache once it was read).
+ */
+export async function diffFolders(
+  store: ObjectStore,
+  a: Uri | string,
+  b?: Uri | string,
+  options: DiffOptions = {},
+): Promise<DiffResult> {
+  const from = sideOf(toUri(a));
+  let to: Uri;
+  if (b === undefined) to = from.withAt(undefined);
+  else if (typeof b === 'string' && COMMIT_ID.test(b)) to = from.withAt({ kind: 'commit', id: b });
+  else to = sideOf(toUri(b));
+  const [left, right] = await Promise.all([
+    store.walk(from, { signal: options.signal }),
+    store.walk(to, { signal: options.signal }),
+  ]);
+  const byPath = (folder: Uri, entries: Entry[]) =>
+    new Map(entries.map((e) => [folder.relative(e.uri) ?? e.uri.key, e] as const));
+  const l = byPath(from, left);
+  const r = byPath(to, right);
+  const added: DiffFile[] = [];
+  const removed: DiffFile[] = [];
+  const changed: DiffChange[] = [];
+  for (const [path, x] of l) {
+    const y = r.get(path);
+    if (y === undefined) removed.push(fileOf(path, x));
+    else if (!sameBytes(x, y)) {
+      changed.push({
+        path,
+        from: { size: x.size ?? 0, version: x.version },
+        to: { size: y.size ?? 0, version: y.version },
+      });
+    }
+  }
+  for (const [path, y] of r) if (!l.has(path)) added.push(fileOf(path, y));
+  const order = (p: { path: string }, q: { path: string }) => compareUtf8(p.path, q.path);
+  return {
+    from,
+    to,
+    added: added.sort(order),
+    removed: removed.sort(order),
+    changed: changed.sort(order),
+  };
+}

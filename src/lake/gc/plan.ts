@@ -1,0 +1,367 @@
+/**
+ * `gc plan`: which objects of a stage no reference set covers and are older than the cutoff,
+ * written as a plan (plan-format.ts) that `gc apply` can carry out.
+ *
+ * 1. The keep-set is read from the reference logs (keep-set.ts) into a sorted file; it fails
+ *    closed, and its fingerprint goes into the manifest.
+ * 2. The inventory — the stage's listing, every page, or an inventory file — goes through an
+ *    external sort by stage-relative key (the store's listing order is not trusted; a file is
+ *    in no order). Rows outside the stage's exact prefix (and tenant), or of another bucket, are
+ *    ignored. Folders of stages nested in this one (a `.provcat` segment below the top) are
+ *    noted here, before any decision.
+ * 3. The sorted inventory is merged with the sorted keep-set ({@link SortedMatcher}). A key is a
+ *    candidate only when it is outside the reserved folders, nameable, not covered, has a
+ *    last-modified time, and that time is before the cutoff. A key listed twice is an error.
+ * 4. Uploads left open (crashed writers: S3 multipart uploads, local `.uploading` temps) started
+ *    before the cutoff are added for abort; one without a start time is left alone.
+ * 5. Candidates go into pages of `pageSize`, each written content-addressed as it fills; the
+ *    manifest is written last. Until it exists, nothing is authorized.
+ *
+ * Memory is bounded by one sort run, the merge fan-in, one page and one keep-set read buffer;
+ * temporary disk holds the keep-set and the inventory once.
+ *
+ * **The horizon rule.** The cutoff (default 7 days) must exceed the longest time from the end
+ * of an upload to the write of the reference that covers it, retries included: an object
+ * uploaded and not yet referenced is indistinguishable from an orphan, and only its age keeps
+ * it. Objects without a last-modified time are never candidates.
+ *
+ * @module
+ */
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { sha256Hex } from '../../digest.js';
+import { StoreError } from '../../errors.js';
+import { writeFileAtomic } from '../../fs-atomic.js';
+import type { StageUpload } from '../managed-stage.js';
+import type { ReadOptions } from '../stage.js';
+import { GcPlanError, InventoryError } from './errors.js';
+import { ExternalSort, type ExternalSortOptions } from './external-sort.js';
+import {
+  type InventoryFormat,
+  type InventoryRow,
+  type KeyEncoding,
+  type ListingSource,
+  listingInventory,
+  readInventoryFile,
+} from './inventory.js';
+import { writeKeepSet } from './keep-set.js';
+import { isReservedKey, keyProblem, nestedStageOf } from './keys.js';
+import { KeepSetIndex } from './matcher.js';
+import {
+  DEFAULT_PAGE_SIZE,
+  MAX_PAGE_SIZE,
+  PAGE_FORMAT,
+  PLAN_FORMAT,
+  type PlanManifest,
+  type PlanObject,
+  type PlanPage,
+  type PlanTotals,
+  type PlanUpload,
+  pageBytes,
+  planBytes,
+  planPaths,
+} from './plan-format.js';
+import type { RefStage } from './refs-log.js';
+
+/** The default cutoff: 7 days. */
+export const DEFAULT_OLDER_THAN_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** What planning needs of a stage (a `Stage` is one). */
+export interface PlanStage extends RefStage, ListingSource {
+  readonly descriptor: object;
+  openUploads(options?: ReadOptions): AsyncIterable<StageUpload>;
+}
+
+/** Progress of a plan: what has been read and decided so far. */
+export interface PlanProgress {
+  phase: 'references' | 'inventory' | 'merge' | 'uploads';
+  /** Inventory rows read (phase `inventory`) or objects decided (later phases). */
+  scanned: number;
+  /** Their bytes. */
+  bytes: number;
+  candidates: number;
+}
+
+/** Options of {@link planGc}. */
+export interface PlanOptions {
+  /** The plan directory; created, and must be empty. */
+  out: string;
+  /** Objects last modified more than this long ago (ms) are candidates. Default 7 days. */
+  olderThanMs?: number | undefined;
+  /** Read this inventory file instead of listing the stage (inventory.ts). */
+  inventory?: string | undefined;
+  inventoryFormat?: InventoryFormat | undefined;
+  keyEncoding?: KeyEncoding | undefined;
+  /** Where temporary files go (default: the OS temp directory). */
+  tmpDir?: string | undefined;
+  /** Entries per page (1..10,000; default 1,000). */
+  pageSize?: number | undefined;
+  signal?: AbortSignal | undefined;
+  onProgress?: ((p: PlanProgress) => void) | undefined;
+  /** @internal Sort settings (tests force small runs). */
+  sort?: Omit<ExternalSortOptions, 'dir'> | undefined;
+}
+
+/** What {@link planGc} wrote. */
+export interface PlanResult {
+  /** The plan's ID: SHA-256 of its manifest. */
+  plan: string;
+  /** The plan directory. */
+  dir: string;
+  candidates: number;
+  bytes: number;
+  uploads: number;
+  scanned: number;
+  /** Entries in the keep-set. */
+  keep: number;
+  manifest: PlanManifest;
+}
+
+/** An inventory row as sorted: `[stage-relative key, size, lastModified ms | null, version | null]`. */
+type Row = [string, number, number | null, string | null];
+
+/** Collects entries into pages and writes each as it fills. */
+class PageWriter {
+  readonly ids: string[] = [];
+  private objects: PlanObject[] = [];
+  private uploads: PlanUpload[] = [];
+
+  constructor(
+    private readonly dir: string,
+    private readonly size: number,
+  ) {}
+
+  /** Add one object; a promise only when the page filled and is being written. */
+  object(o: PlanObject): Promise<void> | undefined {
+    this.objects.push(o);
+    return this.objects.length + this.uploads.length >= this.size ? this.flush() : undefined;
+  }
+
+  async upload(u: PlanUpload): Promise<void> {
+    this.uploads.push(u);
+    if (this.objects.length + this.uploads.length >= this.size) await this.flush();
+  }
+
+  async flush(): Promise<void> {
+    if (this.objects.length + this.uploads.length === 0) return;
+    const page: PlanPage = {
+      format: PAGE_FORMAT,
+      number: this.ids.length + 1,
+      previous: this.ids.at(-1) ?? null,
+      objects: this.objects,
+      uploads: this.uploads,
+    };
+    this.objects = [];
+    this.uploads = [];
+    const bytes = pageBytes(page);
+    const id = sha256Hex(bytes);
+    await writeFileAtomic(planPaths(this.dir).page(id), bytes);
+    this.ids.push(id);
+  }
+}
+
+/**
+ * Make `dir` (and `dir/pages`); refuse one that holds anything. Returns whether `dir` was made
+ * here (a failed plan then removes it; otherwise only what it wrote inside).
+ */
+async function prepareOut(dir: string): Promise<boolean> {
+  const made = (await mkdir(dir, { recursive: true })) !== undefined;
+  const present = await readdir(dir);
+  if (present.length > 0) {
+    throw new GcPlanError(
+      'Exists',
+      `${dir} is not empty (${present.slice(0, 3).join(', ')}${present.length > 3 ? ', …' : ''}): a plan goes into a new directory`,
+    );
+  }
+  await mkdir(planPaths(dir).pages);
+  return made;
+}
+
+/** The bucket a stage's descriptor names, if it names one. */
+function bucketOf(stage: PlanStage): string | undefined {
+  const bucket = (stage.descriptor as { bucket?: unknown }).bucket;
+  return typeof bucket === 'string' ? bucket : undefined;
+}
+
+/**
+ * Plan garbage collection of `stage` into `options.out` (see the module comment). Throws
+ * `ReferenceSetError` when the references cannot be read exactly (no plan is written),
+ * {@link InventoryError} for a bad inventory file, {@link GcPlanError} (`Exists`) for a
+ * non-empty directory.
+ */
+export async function planGc(stage: PlanStage, options: PlanOptions): Promise<PlanResult> {
+  const olderThanMs = options.olderThanMs ?? DEFAULT_OLDER_THAN_MS;
+  if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0) {
+    throw new RangeError(`olderThanMs must be a non-negative integer, not ${olderThanMs}`);
+  }
+  const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
+  if (!Number.isSafeInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
+    throw new RangeError(`pageSize must be an integer in 1..${MAX_PAGE_SIZE}, not ${pageSize}`);
+  }
+  const dir = path.resolve(options.out);
+  const created = Date.now();
+  const cutoffMs = created - olderThanMs;
+  const made = await prepareOut(dir);
+  try {
+    return await writePlan(stage, options, dir, created, cutoffMs, pageSize);
+  } catch (error) {
+    // A failed plan leaves no draft behind: the directory can be used again.
+    await rm(made ? dir : planPaths(dir).pages, { recursive: true, force: true });
+    throw error;
+  }
+}
+
+async function writePlan(
+  stage: PlanStage,
+  options: PlanOptions,
+  dir: string,
+  created: number,
+  cutoffMs: number,
+  pageSize: number,
+): Promise<PlanResult> {
+  const signal = options.signal;
+  const tmp = await mkdtemp(path.join(options.tmpDir ?? tmpdir(), 'provcat-gc-plan-'));
+  const totals: PlanTotals = {
+    scanned: 0,
+    reserved: 0,
+    referenced: 0,
+    young: 0,
+    undated: 0,
+    candidates: 0,
+    bytes: 0,
+    uploads: 0,
+    outside: 0,
+    unnameable: 0,
+  };
+  const report = (phase: PlanProgress['phase'], scanned: number, bytes: number) =>
+    options.onProgress?.({ phase, scanned, bytes, candidates: totals.candidates });
+  try {
+    report('references', 0, 0);
+    const keep = await writeKeepSet(stage, path.join(tmp, 'keep.jsonl'), {
+      tmpDir: tmp,
+      signal,
+      sort: options.sort,
+    });
+
+    // 2. The inventory, sorted by stage-relative key.
+    const sorter = new ExternalSort<Row>({ dir: tmp, ...options.sort });
+    const nested = new Set<string>();
+    const prefix = stage.keyPrefix === '' ? '' : `${stage.keyPrefix}/`;
+    const bucket = bucketOf(stage);
+    const rows: AsyncIterable<InventoryRow> =
+      options.inventory === undefined
+        ? listingInventory(stage, { signal })
+        : readInventoryFile(options.inventory, {
+            format: options.inventoryFormat,
+            keyEncoding: options.keyEncoding,
+            signal,
+          });
+    let read = 0;
+    let readBytes = 0;
+    for await (const row of rows) {
+      if (
+        (row.bucket !== undefined && bucket !== undefined && row.bucket !== bucket) ||
+        !row.key.startsWith(prefix) ||
+        row.key.length === prefix.length
+      ) {
+        totals.outside += 1;
+        continue;
+      }
+      const key = row.key.slice(prefix.length);
+      const inner = nestedStageOf(key);
+      if (inner !== undefined) nested.add(inner);
+      await sorter.add([key, row.size, row.lastModified ?? null, row.version ?? null]);
+      read += 1;
+      readBytes += row.size;
+      if (read % 1000 === 0) report('inventory', read, readBytes);
+    }
+
+    // 3. The merge with the keep-set.
+    const nestedStages = new KeepSetIndex(nested);
+    const pages = new PageWriter(dir, pageSize);
+    const matcher = keep.matcher();
+    let previous: string | undefined;
+    let decidedBytes = 0;
+    try {
+      for await (const [key, size, mtime, version] of sorter.sorted()) {
+        if (key === previous) {
+          const message = `the ${options.inventory === undefined ? 'listing' : 'inventory'} names ${JSON.stringify(key)} twice`;
+          throw options.inventory === undefined
+            ? new StoreError(message)
+            : new InventoryError(`${options.inventory}: ${message}`);
+        }
+        previous = key;
+        totals.scanned += 1;
+        decidedBytes += size;
+        if (totals.scanned % 1000 === 0) report('merge', totals.scanned, decidedBytes);
+        if (isReservedKey(key) || (nested.size > 0 && nestedStages.isReferenced(key))) {
+          totals.reserved += 1;
+        } else if (keyProblem(key) !== undefined) {
+          totals.unnameable += 1;
+        } else if (await matcher.isReferenced(key)) {
+          totals.referenced += 1;
+        } else if (mtime === null) {
+          totals.undated += 1;
+        } else if (mtime >= cutoffMs) {
+          totals.young += 1;
+        } else {
+          totals.candidates += 1;
+          totals.bytes += size;
+          const full = pages.object({
+            key,
+            size,
+            version,
+            lastModified: new Date(mtime).toISOString(),
+          });
+          if (full) await full;
+        }
+      }
+    } finally {
+      await matcher.close();
+    }
+
+    // 4. Stale uploads.
+    report('uploads', totals.scanned, decidedBytes);
+    for await (const u of stage.openUploads({ signal })) {
+      if (u.initiated === undefined || u.initiated.getTime() >= cutoffMs) continue;
+      if (!u.key.startsWith(prefix)) continue;
+      const key = u.key.slice(prefix.length);
+      if (keyProblem(key) !== undefined || isReservedKey(key)) continue;
+      // A nested stage's uploads are its own.
+      if (nestedStageOf(key) !== undefined || (nested.size > 0 && nestedStages.isReferenced(key))) {
+        continue;
+      }
+      totals.uploads += 1;
+      await pages.upload({ key, upload: u.upload, initiated: u.initiated.toISOString() });
+    }
+    await pages.flush();
+
+    // 5. The manifest, last.
+    const manifest: PlanManifest = {
+      format: PLAN_FORMAT,
+      stage: stage.identity,
+      created: new Date(created).toISOString(),
+      cutoff: new Date(cutoffMs).toISOString(),
+      source: options.inventory === undefined ? 'listing' : 'inventory',
+      references: keep.fingerprint,
+      keep: { entries: keep.entries, sha256: keep.sha256 },
+      totals,
+      pages: pages.ids,
+    };
+    const bytes = planBytes(manifest);
+    await writeFileAtomic(planPaths(dir).manifest, bytes);
+    return {
+      plan: sha256Hex(bytes),
+      dir,
+      candidates: totals.candidates,
+      bytes: totals.bytes,
+      uploads: totals.uploads,
+      scanned: totals.scanned,
+      keep: keep.entries,
+      manifest,
+    };
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Garbage collection on the local stage: the shared suite (test/fixtures/gc-suite.ts), each
+ * test on a fresh stage root, then the gc commands in process with a recording progress bar.
+ * The bundled CLI and the child processes import dist/ (`npm run build` first).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CliContext } from '../src/cli/command.js';
+import { gcCommands } from '../src/lake/gc/cli.js';
+import type { Progress } from '../src/store.js';
+import { gcSuite } from './fixtures/gc-suite.js';
+import { localTarget } from './fixtures/gc-targets.js';
+
+let base: string;
+beforeAll(async () => {
+  base = await mkdtemp(path.join(tmpdir(), 'gc-local-'));
+});
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+describe('garbage collection on the local stage', () => {
+  gcSuite({
+    target: () => localTarget(base),
+    dir: () => mkdtemp(path.join(base, 'work-')),
+  });
+});
+
+describe('the gc commands in process', () => {
+  /** Run one gc command with a context whose progress bar records what it is told. */
+  async function run(name: string, positionals: string[], values: Record<string, string>) {
+    const command = gcCommands.find((c) => c.name === name);
+    if (!command) throw new Error(`no command ${name}`);
+    let stdout = '';
+    const progress: Progress[] = [];
+    let done = 0;
+    const ctx: CliContext = {
+      stdout: new Writable({
+        write(chunk, _e, cb) {
+          stdout += chunk;
+          cb();
+        },
+      }),
+      stderr: new Writable({ write: (_c, _e, cb) => cb() }),
+      env: process.env,
+      json: true,
+      offline: false,
+      progress: () => ({
+        onProgress: (p) => progress.push(p),
+        done: () => {
+          done += 1;
+        },
+      }),
+      track: (r) => r,
+    };
+    const code = await command.run({ positionals, values }, ctx);
+    return { code, json: JSON.parse(stdout), progress, done };
+  }
+
+  it('report progress of long plans and applies, and clear the bar', async () => {
+    const t = await localTarget(base);
+    const stage = t.stage();
+    const orphans = Array.from({ length: 2500 }, (_, i) => `data/o${i}.bin`);
+    for (const k of orphans) await t.put(k, 'x');
+    await stage.addReferences('ds', [stage.uriOf('data/kept.bin')]);
+    await t.settle();
+    const out = path.join(base, 'progress-plan');
+    const plan = await run('gc plan', [], { stage: t.stageString, out, 'older-than': '0s' });
+    expect(plan.json).toMatchObject({ candidates: orphans.length, scanned: orphans.length + 2 });
+    expect(plan.done).toBe(1);
+    const phases = new Set(plan.progress.map((p) => p.operation));
+    expect(phases).toEqual(
+      new Set([
+        'gc plan (references)',
+        'gc plan (inventory)',
+        'gc plan (merge)',
+        'gc plan (uploads)',
+      ]),
+    );
+    expect(Math.max(...plan.progress.map((p) => p.files ?? 0))).toBeGreaterThanOrEqual(2000);
+    const apply = await run('gc apply', [out], { stage: t.stageString });
+    expect(apply.json).toEqual({ deleted: orphans.length, missing: 0, aborted: 0, skipped: 0 });
+    expect(apply.done).toBe(1);
+    const last = apply.progress.at(-1) as Progress;
+    expect(last).toMatchObject({
+      operation: 'gc apply',
+      files: orphans.length,
+      totalFiles: orphans.length,
+    });
+    expect(last.bytes).toBe(last.totalBytes);
+    await stage.close();
+  });
+});
