@@ -20,7 +20,6 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const repo = path.resolve(here, '../..');
 const ONE_WAY_MS = 10;
 
 const median = (xs) => {
