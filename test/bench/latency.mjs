@@ -18,6 +18,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { refetchTools } from './refetch-tools.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const ONE_WAY_MS = 10;
@@ -130,6 +131,7 @@ export async function latencyCases(h) {
     RCLONE_CONFIG_CEPH_ENDPOINT: proxy.url,
   };
   const { folder } = h;
+  const name = `${folder.files.toLocaleString('en')} × ${folder.size / 1024} KiB`;
   const src = `s3://${h.bucket}/${folder.prefix}`;
   const remote = `ceph:${h.bucket}/${folder.prefix}`;
   const provcat = (cache, ...extra) => [
@@ -188,45 +190,28 @@ export async function latencyCases(h) {
     await h.runCase(
       {
         id: 'L1',
-        title: `cold folder fetch, 1,000 × 4 KiB, ${2 * ONE_WAY_MS} ms round trips`,
+        title: `cold folder fetch, ${name}, ${2 * ONE_WAY_MS} ms round trips`,
         tools: cold,
         runs: h.runs,
-        note: `round trip ${rtt.toFixed(1)} ms, listing ${listing.toFixed(1)} ms (measured through the proxy); provcat's window reached ${reached}; bound ceil(1000 / in-flight) × round trip + listing: ${bound(reached).toFixed(2)} s at ${reached}, ${bound(16).toFixed(2)} s at 16`,
+        note: `round trip ${rtt.toFixed(1)} ms, listing ${listing.toFixed(1)} ms (measured through the proxy); provcat's window reached ${reached}; bound ceil(${folder.files} / in-flight) × round trip + listing: ${bound(reached).toFixed(2)} s at ${reached}, ${bound(16).toFixed(2)} s at 16`,
       },
       env,
     ),
   );
-  const cache = await h.freshDir('latency-refetch-cache');
-  const rcloneDir = await h.freshDir('latency-refetch-rclone');
-  h.runQuiet(provcat(cache), env);
-  h.runQuiet(rclone(rcloneDir), env);
-  await h.expectFolder(rcloneDir, folder);
-  const warm = [
-    h.tool('provcat fetch (cached)', {
-      provcat: true,
-      argv: () => provcat(cache),
-      shown: `PROVCAT_CACHE_DIR=$CACHE provcat fetch ${src} --json`,
-      check: (_ctx, r) => {
-        const out = h.lastJson(r.stdout);
-        if (out.downloaded !== 0 || out.files !== folder.files) {
-          throw new Error(`provcat refetch was not a no-op: ${r.stdout}`);
-        }
-      },
-    }),
-    h.tool('rclone copy (default)', {
-      argv: () => rclone(rcloneDir),
-      shown: `rclone copy --transfers 16 --checkers 16 ${remote} $DEST`,
-    }),
-    h.tool('rclone copy --use-server-modtime', {
-      argv: () => rclone(rcloneDir, '--use-server-modtime'),
-      shown: `rclone copy --use-server-modtime --transfers 16 --checkers 16 ${remote} $DEST`,
-    }),
-  ];
+  const warm = await refetchTools(h, {
+    provcat,
+    rclone,
+    src,
+    remote,
+    folder,
+    env,
+    label: 'latency',
+  });
   cases.push(
     await h.runCase(
       {
         id: 'L2',
-        title: `unchanged refetch, 1,000 × 4 KiB, ${2 * ONE_WAY_MS} ms round trips`,
+        title: `unchanged refetch, ${name}, ${2 * ONE_WAY_MS} ms round trips`,
         tools: warm,
         runs: h.runs,
       },

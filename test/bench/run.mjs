@@ -47,6 +47,7 @@ import { parseArgs } from 'node:util';
 import { azureCases, azureTargets } from './azure.mjs';
 import { gcsCases, gcsTargets } from './gcs.mjs';
 import { latencyCases, latencyTargets } from './latency.mjs';
+import { refetchTools as sharedRefetchTools } from './refetch-tools.mjs';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -814,21 +815,8 @@ function folderTools(folder, { aws = true, signer = false } = {}) {
 
 async function refetchTools(folder, env) {
   const src = `s3://${SMALL_BUCKET}/${folder.prefix}`;
-  const cache = await freshDir('refetch-cache');
-  const rcloneDir = await freshDir('refetch-rclone');
+  const remote = `ceph:${SMALL_BUCKET}/${folder.prefix}`;
   const awsDir = await freshDir('refetch-aws');
-  const rcloneArgv = (...extra) => [
-    'rclone',
-    'copy',
-    ...extra,
-    '--transfers',
-    '16',
-    '--checkers',
-    '16',
-    `ceph:${SMALL_BUCKET}/${folder.prefix}`,
-    rcloneDir,
-  ];
-  const provcatArgv = ['env', `PROVCAT_CACHE_DIR=${cache}`, ...provcat('fetch', src, '--json')];
   const awsArgv = [
     AWS,
     '--endpoint-url',
@@ -840,33 +828,34 @@ async function refetchTools(folder, env) {
     awsDir,
   ];
   // Populate every copy once (untimed); the counted runs are then no-ops.
-  runQuiet(provcatArgv, env);
-  runQuiet(rcloneArgv(), env);
+  const tools = await sharedRefetchTools(
+    { tool, freshDir, expectFolder, lastJson, runQuiet },
+    {
+      provcat: (cache) => ['env', `PROVCAT_CACHE_DIR=${cache}`, ...provcat('fetch', src, '--json')],
+      rclone: (dir, ...extra) => [
+        'rclone',
+        'copy',
+        ...extra,
+        '--transfers',
+        '16',
+        '--checkers',
+        '16',
+        remote,
+        dir,
+      ],
+      src,
+      remote,
+      folder,
+      env,
+      label: 's3',
+    },
+  );
   runQuiet(awsArgv, env);
-  await expectFolder(rcloneDir, folder);
   await expectFolder(awsDir, folder);
-  return [
-    tool('provcat fetch (cached)', {
-      provcat: true,
-      argv: () => provcatArgv,
-      shown: `PROVCAT_CACHE_DIR=$CACHE provcat fetch ${src} --json`,
-      check: (_ctx, r) => {
-        const out = lastJson(r.stdout);
-        if (out.downloaded !== 0 || out.files !== folder.files) {
-          throw new Error(`provcat refetch was not a no-op: ${r.stdout}`);
-        }
-      },
-    }),
-    tool('rclone copy (default)', {
-      argv: () => rcloneArgv(),
-      shown: show(rcloneArgv()).replace(rcloneDir, '$DEST'),
-    }),
-    tool('rclone copy --use-server-modtime', {
-      argv: () => rcloneArgv('--use-server-modtime'),
-      shown: show(rcloneArgv('--use-server-modtime')).replace(rcloneDir, '$DEST'),
-    }),
+  tools.push(
     tool('aws s3 sync', { argv: () => awsArgv, shown: show(awsArgv).replace(awsDir, '$DEST') }),
-  ];
+  );
+  return tools;
 }
 
 /** provcat's request counts for one command: run once through the counting proxy. */
