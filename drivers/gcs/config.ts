@@ -10,6 +10,7 @@
  * @module
  */
 import type { Storage } from '@google-cloud/storage';
+import { envSwitch, envText } from '../../src/env-settings.js';
 import type { StoreOptions } from '../../src/store.js';
 
 /** Resumable chunks other than the last are multiples of this (256 KiB). */
@@ -54,10 +55,6 @@ export interface GcsConfig {
   lean: boolean;
 }
 
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value.trim();
-}
-
 /**
  * Apply defaults and the environment. RangeError for an endpoint that is no URL (a bare host
  * gets `https://`, as in the SDK) or a part size off the 256 KiB grid, so a misconfiguration
@@ -67,7 +64,7 @@ export function resolveGcsConfig(
   options: GcsStoreOptions = {},
   env = options.env ?? process.env,
 ): GcsConfig {
-  const given = nonEmpty(options.apiEndpoint) ?? nonEmpty(env.STORAGE_EMULATOR_HOST);
+  const given = envText(options.apiEndpoint) ?? envText(env.STORAGE_EMULATOR_HOST);
   const endpoint =
     given === undefined
       ? GOOGLE_ENDPOINT
@@ -78,17 +75,16 @@ export function resolveGcsConfig(
   }
   const custom = endpoint !== GOOGLE_ENDPOINT;
   const auth = !custom || options.useAuthWithCustomEndpoint === true;
-  const lean = nonEmpty(env.PROVCAT_GCS_LEAN)?.toLowerCase();
   return {
     endpoint,
     custom,
     auth,
     projectId:
-      nonEmpty(options.projectId) ??
-      nonEmpty(env.GOOGLE_CLOUD_PROJECT) ??
-      nonEmpty(env.GCLOUD_PROJECT) ??
+      envText(options.projectId) ??
+      envText(env.GOOGLE_CLOUD_PROJECT) ??
+      envText(env.GCLOUD_PROJECT) ??
       (auth ? undefined : EMULATOR_PROJECT),
-    keyFilename: nonEmpty(options.keyFilename) ?? nonEmpty(env.GOOGLE_APPLICATION_CREDENTIALS),
-    lean: options.lean ?? !(lean === '0' || lean === 'false'),
+    keyFilename: envText(options.keyFilename) ?? envText(env.GOOGLE_APPLICATION_CREDENTIALS),
+    lean: options.lean ?? envSwitch(env.PROVCAT_GCS_LEAN, true),
   };
 }

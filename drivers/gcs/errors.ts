@@ -10,7 +10,7 @@
  */
 import type { ProvcatError } from '../../src/errors.js';
 import { serviceError } from '../../src/service-errors.js';
-import { encodeSegment } from '../../src/uri.js';
+import { uriText } from '../../src/uri.js';
 
 /** What a GCS call was about: bucket, key and operation (`head`, `create`, `makeBucket`, ...). */
 export interface GcsErrorContext {
@@ -28,17 +28,14 @@ interface GcsErrorLike {
 }
 
 /** The `gs://` text of a bucket and key for messages (segments encoded, nothing refused). */
-export function gcsUriText(bucket: string, key?: string): string {
-  return `gs://${bucket}/${key === undefined ? '' : key.split('/').map(encodeSegment).join('/')}`;
-}
+export const gcsUriText = (bucket: string, key?: string): string => uriText('gs', bucket, key);
 
 /** The HTTP status of an error, when the server answered. */
 export function statusOf(error: unknown): number | undefined {
   const e = error as GcsErrorLike | null;
-  for (const v of [e?.code, e?.status, e?.response?.status]) {
-    if (typeof v === 'number' && v >= 100 && v < 600) return v;
-  }
-  return undefined;
+  return [e?.code, e?.status, e?.response?.status].find(
+    (v): v is number => typeof v === 'number' && v >= 100 && v < 600,
+  );
 }
 
 /**
@@ -57,6 +54,8 @@ export function responseError(status: number, body: string, what: string): Error
   return Object.assign(new Error(`${what}: ${message}`), { code: status, errors: [{ reason }] });
 }
 
+const NOT_FOUND = new Set(['notFound']);
+
 /**
  * Map an error of a GCS call to a provcat error through the shared table; a ProvcatError passes
  * through unchanged. Never throws; aborts are the caller's to let through.
@@ -67,12 +66,6 @@ export function mapGcsError(error: unknown, context: GcsErrorContext): ProvcatEr
   const reason = e?.errors?.[0]?.reason;
   const code =
     typeof reason === 'string' ? reason : typeof e?.code === 'string' ? e.code : undefined;
-  const hint =
-    status === 401 || status === 403
-      ? ' — check the credentials (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default login`) and the bucket IAM'
-      : code === 'ECONNREFUSED' || code === 'ENOTFOUND'
-        ? ' — is the endpoint (STORAGE_EMULATOR_HOST) right and the server up?'
-        : '';
   return serviceError({
     op: context.op,
     uri: gcsUriText(context.bucket, context.key),
@@ -80,8 +73,13 @@ export function mapGcsError(error: unknown, context: GcsErrorContext): ProvcatEr
     code,
     message: typeof e?.message === 'string' ? e.message.split('\n')[0] : undefined,
     create: context.op === 'create' || context.op === 'makeBucket',
-    notFoundCodes: new Set(['notFound']),
-    hint,
+    notFoundCodes: NOT_FOUND,
+    hint:
+      status === 401 || status === 403
+        ? ' — check the credentials (GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default login`) and the bucket IAM'
+        : code === 'ECONNREFUSED' || code === 'ENOTFOUND'
+          ? ' — is the endpoint (STORAGE_EMULATOR_HOST) right and the server up?'
+          : '',
     cause: error,
   });
 }

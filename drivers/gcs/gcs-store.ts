@@ -1,17 +1,20 @@
 /**
  * {@link GcsStore}: the `gs://bucket/key` driver over `@google-cloud/storage` 7.22 — the twelve
- * primitives as JSON API calls; everything else is the {@link ObjectStore} base.
+ * primitives as JSON API calls; everything else is the {@link ObjectStore} base and the core
+ * rules it calls (version histories, exact sizes, per-bucket answers).
  *
  * - Version and version ID are the generation, the ETag the MD5 (json-api.ts).
- * - The SDK loads on first use (sdk.ts); media GETs are the driver's own, and so are metadata
- *   reads and listings on the lean path (lean.ts), which falls back to the SDK.
+ * - The SDK loads on first use (sdk.ts). Media GETs are always the driver's own, on the shared
+ *   HTTP/1.1 client (src/net/lean-get.ts): a `createReadStream()` of SDK 7.22 whose connection
+ *   drops mid-body never ends nor fails. Metadata reads and listings are the driver's own too
+ *   (the lean path: one GET, no SDK load, a fraction of the SDK's CPU, docs/performance.md),
+ *   falling back to the SDK on any answer other than a 200 or a 404.
  * - The client retries with `IdempotencyStrategy.RetryAlways`: under the default strategy one
  *   upload or delete without a precondition turns the client's retries off for good
  *   (`retryOptions.autoRetry = false`, SDK 7.22), and a whole-object put is safe to repeat.
  * - Versions need a bucket with object versioning (asked once per bucket), since elsewhere an
  *   overwritten generation is gone and a pin could not survive. A key with no live generation
- *   is deleted: `_history` puts a delete marker before its generations, as S3 lists one
- *   (`size: null`, `current: true`, ID `deleted@<newest generation>`), and commits skip it.
+ *   is deleted: `_history` gives it a delete marker (src/version-history.ts).
  * - `_create` is `ifGenerationMatch=0`, checked atomically by GCS (`_createMode` `atomic`).
  * - Large puts and managed uploads are resumable sessions (resumable.ts).
  *
@@ -22,6 +25,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { debuglog } from 'node:util';
 import type { Storage } from '@google-cloud/storage';
+import { BucketMemo, requireVersioning, type Versioning } from '../../src/bucket-state.js';
 import { raceAbort } from '../../src/concurrency.js';
 import type {
   Capabilities,
@@ -37,26 +41,31 @@ import type {
   SignalOptions,
   VersionRecord,
 } from '../../src/driver.js';
-import { isAbort, NotFound, ProvcatError, SourceError, StoreError } from '../../src/errors.js';
-import { Http1Pool, responseReadable } from '../../src/net/http1-download.js';
+import { isAbort, NotFound, StoreError } from '../../src/errors.js';
+import { checkByteRange, exactBytes } from '../../src/exact-bytes.js';
+import { Http1Pool, isFallback } from '../../src/net/http1-download.js';
+import { leanGet, leanGetResult } from '../../src/net/lean-get.js';
 import { ObjectStore } from '../../src/object-store.js';
 import { isRetryable, RETRY_ATTEMPTS, withRetries } from '../../src/retry.js';
+import { historyOf } from '../../src/version-history.js';
 import { type GcsConfig, type GcsStoreOptions, resolveGcsConfig } from './config.js';
 import { type GcsErrorContext, gcsUriText, mapGcsError, statusError, statusOf } from './errors.js';
 import {
   apiUrl,
   isGeneration,
+  listedVersion,
   mediaInfo,
+  newerGeneration,
   type ObjectResource,
   type ObjectsPage,
   objectInfo,
 } from './json-api.js';
-import { LeanFailure, LeanReads } from './lean.js';
 import { GcsResumable } from './resumable.js';
 import { loadGcsSdk } from './sdk.js';
 
 const gcsdebug = debuglog('provcat:gcs');
-const NO_HEADERS: Record<string, string> = {};
+/** A JSON answer (a listing page of 1,000 resources) larger than this is the SDK's to read. */
+const MAX_JSON_BYTES = 32 << 20;
 
 /**
  * The GCS driver. Missing objects raise {@link NotFound}; refusals PermissionDenied; failed
@@ -72,8 +81,17 @@ export class GcsStore extends ObjectStore {
   private readonly injected: Storage | undefined;
   private built: Promise<Storage> | undefined;
   private readonly pool: Http1Pool;
-  private readonly reads: LeanReads;
-  private readonly versioning = new Map<string, Promise<'enabled' | 'off' | 'missing'>>();
+  private readonly versioning = new BucketMemo<Versioning>(
+    (bucket) =>
+      this.call({ bucket, op: 'versioning' }, async (storage) => {
+        const [meta] = await storage.bucket(bucket).getMetadata();
+        return meta.versioning?.enabled === true ? 'enabled' : 'off';
+      }).catch((error: unknown) => {
+        if (error instanceof NotFound) return 'missing';
+        throw error;
+      }),
+    (state) => state !== 'missing',
+  );
 
   /** Throws RangeError for options or environment values out of range. Sends nothing. */
   constructor(options: GcsStoreOptions = {}) {
@@ -81,11 +99,6 @@ export class GcsStore extends ObjectStore {
     this.config = resolveGcsConfig(options);
     this.injected = options.client;
     this.pool = new Http1Pool({ maxIdlePerOrigin: Math.max(64, this.concurrency) });
-    this.reads = new LeanReads(
-      this.pool,
-      () => this.authHeaders(),
-      (m) => this.debug(m),
-    );
   }
 
   /**
@@ -119,28 +132,6 @@ export class GcsStore extends ObjectStore {
     this.pool.close();
   }
 
-  private debug(message: string): void {
-    gcsdebug(message);
-    this.logger(message);
-  }
-
-  /** Where the driver's own requests go: the injected client's endpoint, or the configured one. */
-  private endpoint(): string {
-    return this.injected ? this.injected.apiEndpoint.replace(/\/+$/, '') : this.config.endpoint;
-  }
-
-  /** Headers of the driver's own requests: a Bearer token from ADC, or none (custom endpoint). */
-  private authHeaders(): Record<string, string> | Promise<Record<string, string>> {
-    const c = this.injected as { customEndpoint?: boolean; useAuthWithCustomEndpoint?: boolean };
-    const auth = this.injected
-      ? !c.customEndpoint || c.useAuthWithCustomEndpoint === true
-      : this.config.auth;
-    if (!auth) return NO_HEADERS;
-    return this.client().then(
-      async (s) => (await s.authClient.getRequestHeaders()) as Record<string, string>,
-    );
-  }
-
   /** One SDK call: offline check, client, abort race, error mapping. */
   private async call<T>(
     context: GcsErrorContext,
@@ -156,6 +147,41 @@ export class GcsStore extends ObjectStore {
     }
   }
 
+  /**
+   * One GET of the driver's own (the injected client's endpoint and credentials, if any): the
+   * response, or the provcat error of what came instead (a bare StoreError when no status).
+   */
+  private async ownGet(
+    context: GcsErrorContext,
+    url: string,
+    options: GetOptions & { media?: boolean },
+  ) {
+    this.requireOnline(context.op, gcsUriText(context.bucket, context.key));
+    const c = this.injected as { customEndpoint?: boolean; useAuthWithCustomEndpoint?: boolean };
+    const auth = c ? !c.customEndpoint || c.useAuthWithCustomEndpoint === true : this.config.auth;
+    const headers: Record<string, string> = auth
+      ? ((await (await this.client()).authClient.getRequestHeaders()) as Record<string, string>)
+      : {};
+    // The stored bytes, never transcoded.
+    if (options.media) headers['accept-encoding'] = 'gzip';
+    const { range, signal, wholeUpTo } = options;
+    if (range) headers.range = `bytes=${range.start}-${range.end - 1}`;
+    let got: Awaited<ReturnType<typeof leanGet>>;
+    try {
+      got = await leanGet({ url, headers }, { signal, pool: this.pool, uri: url, wholeUpTo });
+    } catch (error) {
+      // Before the head only an abort rejects; after it, a whole read that was cut off.
+      throw isAbort(error) ? error : mapGcsError(error, context);
+    }
+    if (!isFallback(got)) return got;
+    const detail = `${got.fallback} (${got.detail})`;
+    this.debug(`GET ${url}: ${detail}`);
+    if (got.fallback === 'status' && got.status !== undefined)
+      throw statusError(got.status, context);
+    if (got.cause !== undefined) throw mapGcsError(got.cause, context);
+    throw new StoreError(`${context.op} ${gcsUriText(context.bucket, context.key)}: ${detail}`);
+  }
+
   /** A JSON read on the lean path: the body, or `undefined` for the SDK to ask (404 thrown). */
   private async leanJson<T>(
     context: GcsErrorContext,
@@ -164,10 +190,34 @@ export class GcsStore extends ObjectStore {
   ): Promise<T | undefined> {
     this.requireOnline(context.op, gcsUriText(context.bucket, context.key));
     if (!this.config.lean || this.injected) return undefined;
-    const got = await this.reads.json<T>(url, signal);
-    if (!(got instanceof LeanFailure)) return got;
-    if (got.status === 404) throw statusError(404, context);
-    return undefined;
+    const got = await this.ownGet(context, url, { signal, wholeUpTo: MAX_JSON_BYTES }).catch(
+      (error: unknown) => {
+        if (error instanceof NotFound || isAbort(error)) throw error;
+        return undefined; // the SDK asks again, with its retries and its error
+      },
+    );
+    if (got === undefined || !('body' in got)) {
+      if (got) got.discard();
+      return undefined;
+    }
+    try {
+      return JSON.parse(got.body.toString('utf8')) as T;
+    } catch (error) {
+      this.debug(`GET ${url}: ${String(error)}`);
+      return undefined;
+    } finally {
+      got.release();
+    }
+  }
+
+  private debug(message: string): void {
+    gcsdebug(message);
+    this.logger(message);
+  }
+
+  /** Where the driver's own requests go: the injected client's endpoint, or the configured one. */
+  private endpoint(): string {
+    return this.injected ? this.injected.apiEndpoint.replace(/\/+$/, '') : this.config.endpoint;
   }
 
   /** Resumable sessions in `bucket` (resumable.ts), for large puts and managed uploads. */
@@ -200,37 +250,12 @@ export class GcsStore extends ObjectStore {
           await storage.bucket(bucket).setMetadata(versioning);
       }
     });
-    this.versioning.delete(bucket);
+    this.versioning.forget(bucket);
   }
 
-  /** The bucket's versioning, asked once per bucket (a missing bucket or a failure is not kept). */
-  private versioningOf(bucket: string): Promise<'enabled' | 'off' | 'missing'> {
-    let state = this.versioning.get(bucket);
-    if (!state) {
-      state = this.call({ bucket, op: 'versioning' }, async (storage) => {
-        const [meta] = await storage.bucket(bucket).getMetadata();
-        return meta.versioning?.enabled === true ? 'enabled' : 'off';
-      }).catch((error: unknown) => {
-        if (error instanceof NotFound) return 'missing';
-        throw error;
-      });
-      this.versioning.set(bucket, state);
-      const forget = () => this.versioning.delete(bucket);
-      state.then((v) => v === 'missing' && forget(), forget);
-    }
-    return state;
-  }
-
-  /** Refuse a version primitive on a bucket without versioning (StoreError) or bucket (NotFound). */
+  /** Refuse a version primitive on a bucket without versioning, or a version ID no generation. */
   private async requireVersions(bucket: string, op: string, versionId?: string): Promise<void> {
-    const state = await this.versioningOf(bucket);
-    const uri = gcsUriText(bucket);
-    if (state === 'missing') throw new NotFound(`${op} ${uri}: no bucket ${bucket}`, { uri });
-    if (state === 'off')
-      throw new StoreError(
-        `${op} ${uri}: the bucket keeps no versions (object versioning is off)`,
-        { uri },
-      );
+    requireVersioning(await this.versioning.get(bucket), op, gcsUriText(bucket));
     if (versionId !== undefined && !isGeneration(versionId))
       throw statusError(404, { bucket, key: versionId, op });
   }
@@ -238,11 +263,7 @@ export class GcsStore extends ObjectStore {
   // ---- reads -----------------------------------------------------------------------------
 
   /** The object's metadata (size, generation, MD5). {@link NotFound} when absent. */
-  override async _head(
-    bucket: string,
-    key: string,
-    options: SignalOptions = {},
-  ): Promise<ObjectInfo> {
+  override async _head(bucket: string, key: string, options: SignalOptions = {}) {
     return this.headAt({ bucket, key, op: 'head' }, undefined, options.signal);
   }
 
@@ -258,9 +279,7 @@ export class GcsStore extends ObjectStore {
     return this.call(
       context,
       async (storage) => {
-        const file = storage
-          .bucket(bucket)
-          .file(key, generation === undefined ? {} : { generation });
+        const file = storage.bucket(bucket).file(key, generation ? { generation } : {});
         return objectInfo(bucket, (await file.getMetadata())[0] as ObjectResource);
       },
       signal,
@@ -284,11 +303,8 @@ export class GcsStore extends ObjectStore {
     for (;;) {
       let page: ObjectsPage | undefined;
       try {
-        page = await this.leanJson<ObjectsPage>(
-          context,
-          apiUrl(this.endpoint(), bucket, undefined, params),
-          options.signal,
-        );
+        const url = apiUrl(this.endpoint(), bucket, undefined, params);
+        page = await this.leanJson<ObjectsPage>(context, url, options.signal);
         page ??= await this.call(
           context,
           async (storage) => {
@@ -335,73 +351,27 @@ export class GcsStore extends ObjectStore {
     generation: string | undefined,
     options: GetOptions,
   ): Promise<GetResult> {
-    const { bucket, key } = context;
-    const { range, signal } = options;
-    if (
-      range &&
-      !(
-        Number.isSafeInteger(range.start) &&
-        Number.isSafeInteger(range.end) &&
-        range.start >= 0 &&
-        range.end > range.start
-      )
-    ) {
-      throw new RangeError(`bad byte range [${range.start}, ${range.end})`);
-    }
-    this.requireOnline(context.op, gcsUriText(bucket, key));
-    const url = apiUrl(this.endpoint(), bucket, key, { alt: 'media', generation });
-    let wholeUpTo = range === undefined ? options.wholeUpTo : undefined;
+    checkByteRange(options.range);
+    const url = apiUrl(this.endpoint(), context.bucket, context.key, { alt: 'media', generation });
+    const wholeUpTo = options.range === undefined ? options.wholeUpTo : undefined;
     const got = await withRetries(
-      async () => {
-        for (;;) {
-          const r = await this.reads.media(url, { range, wholeUpTo, signal });
-          if (r === 'larger') wholeUpTo = undefined;
-          else if (!(r instanceof LeanFailure)) return r;
-          else if (r.status !== undefined) throw statusError(r.status, context);
-          else if (r.error !== undefined) throw mapGcsError(r.error, context);
-          else throw new StoreError(`${context.op} ${gcsUriText(bucket, key)}: ${r.detail}`);
-        }
-      },
+      () => this.ownGet(context, url, { ...options, wholeUpTo, media: true }),
       // Nothing reached the caller yet: a cut-off whole read or an odd response may be asked again.
       {
-        signal,
+        signal: options.signal,
         retryable: (e) => isRetryable(e) || (e instanceof StoreError && e.status === undefined),
       },
     );
-    const info = mediaInfo(bucket, key, got.headers, got.contentLength);
-    const contentRange = got.headers['content-range'];
-    let body: Readable | undefined;
-    const common = { info, contentLength: got.contentLength, contentRange };
-    if ('body' in got) {
-      return {
-        ...common,
-        bytes: got.body,
-        release: got.release,
-        get body() {
-          body ??= Readable.from([got.body], { objectMode: false });
-          return body;
-        },
-      };
-    }
-    return {
-      ...common,
-      pipeTo: (sink) => got.pipeTo(sink).finally(() => body?.destroy()),
-      get body() {
-        body ??= responseReadable(got);
-        return body;
-      },
-    };
+    return leanGetResult(
+      mediaInfo(context.bucket, context.key, got.headers, got.contentLength),
+      got,
+    );
   }
 
   // ---- writes ----------------------------------------------------------------------------
 
   /** Write one object: one request when small, a resumable session when large. */
-  override async _put(
-    bucket: string,
-    key: string,
-    source: PutSource,
-    options: PutOptions = {},
-  ): Promise<ObjectInfo> {
+  override async _put(bucket: string, key: string, source: PutSource, options: PutOptions = {}) {
     return this.putInParts(bucket, key, source, options, (src, o) =>
       this.putOne(bucket, key, src, o),
     );
@@ -432,7 +402,7 @@ export class GcsStore extends ObjectStore {
         options.onProgress?.(source.byteLength);
       } else {
         const input = typeof source === 'string' ? createReadStream(source) : source;
-        const body = Readable.from(exactly(input, options.size, options.onProgress), {
+        const body = Readable.from(exactBytes(input, options.size, options.onProgress), {
           objectMode: false,
         });
         await pipeline(body, file.createWriteStream(settings), { signal: options.signal });
@@ -455,111 +425,72 @@ export class GcsStore extends ObjectStore {
    * else the live object with `ifGenerationMatch` ({@link PreconditionFailed} when it moved).
    */
   override async _deleteIf(bucket: string, key: string, options: DeleteIfOptions): Promise<void> {
-    const generation = options.versionId ?? options.version;
+    const { versionId, signal } = options;
+    const generation = versionId ?? options.version;
     const context = { bucket, key, op: 'delete' };
     if (!isGeneration(generation)) {
       // No generation is this version: the key's object (if any) is not it.
-      if (options.versionId !== undefined) throw statusError(404, context);
+      if (versionId !== undefined) throw statusError(404, context);
       await this._head(bucket, key, options);
       throw statusError(412, context);
     }
-    await this.call(
-      context,
-      async (s) => {
-        const file = s
-          .bucket(bucket)
-          .file(key, options.versionId === undefined ? {} : { generation });
-        await file.delete(options.versionId === undefined ? { ifGenerationMatch: generation } : {});
-      },
-      options.signal,
-    );
+    const file = (s: Storage) => s.bucket(bucket).file(key, versionId ? { generation } : {});
+    const condition = versionId === undefined ? { ifGenerationMatch: generation } : {};
+    await this.call(context, (s) => file(s).delete(condition), signal);
   }
 
   /** A V4 signed GET URL valid for `expiresIn` seconds (at most an hour, checked by the caller). */
-  override async _presign(
-    bucket: string,
-    key: string,
-    options: PresignPrimitiveOptions,
-  ): Promise<string> {
-    return this.call({ bucket, key, op: 'presign' }, async (storage) => {
-      const expires = Date.now() + options.expiresIn * 1000;
-      return (
-        await storage
-          .bucket(bucket)
-          .file(key)
-          .getSignedUrl({ version: 'v4', action: 'read', expires })
-      )[0];
-    });
+  override async _presign(bucket: string, key: string, options: PresignPrimitiveOptions) {
+    const expires = Date.now() + options.expiresIn * 1000;
+    const signed = await this.call({ bucket, key, op: 'presign' }, (storage) =>
+      storage.bucket(bucket).file(key).getSignedUrl({ version: 'v4', action: 'read', expires }),
+    );
+    return signed[0];
   }
 
   // ---- versions --------------------------------------------------------------------------
 
   /** The live generation. StoreError on a bucket without versioning. */
-  override async _versionOf(
-    bucket: string,
-    key: string,
-    options: SignalOptions = {},
-  ): Promise<string> {
+  override async _versionOf(bucket: string, key: string, options: SignalOptions = {}) {
     await this.requireVersions(bucket, 'versionOf');
     return (await this._head(bucket, key, options)).version;
   }
 
   /**
    * Every generation under `prefix` from a `versions=true` listing, in key order and newest
-   * first within a key, a deleted key's marker first (see the module comment). StoreError on a
-   * bucket without versioning; a missing bucket yields nothing.
+   * first within a key, a deleted key's marker first. StoreError on a bucket without
+   * versioning; a missing bucket yields nothing.
    */
   override async *_history(
     bucket: string,
     prefix: string,
     options: SignalOptions = {},
   ): AsyncIterable<VersionRecord> {
-    if ((await this.versioningOf(bucket)) === 'missing') return;
+    if ((await this.versioning.get(bucket)) === 'missing') return;
     await this.requireVersions(bucket, 'history');
-    const group: ObjectResource[] = [];
-    for await (const page of this.listPages(bucket, prefix, {
-      versions: true,
-      signal: options.signal,
-    })) {
-      for (const item of page.items ?? []) {
-        if (group.length > 0 && group[0]?.name !== item.name)
-          yield* historyOf(bucket, group.splice(0));
-        group.push(item);
-      }
+    const pages = this.listPages(bucket, prefix, { versions: true, signal: options.signal });
+    async function* listed() {
+      for await (const page of pages)
+        for (const o of page.items ?? []) yield listedVersion(bucket, o);
     }
-    if (group.length > 0) yield* historyOf(bucket, group);
+    yield* historyOf(listed(), newerGeneration);
   }
 
   /** The metadata of one generation; {@link NotFound} when the key never had it. */
-  override async _headVersion(
-    bucket: string,
-    key: string,
-    versionId: string,
-    options: SignalOptions = {},
-  ): Promise<ObjectInfo> {
-    await this.requireVersions(bucket, 'headVersion', versionId);
-    return this.headAt({ bucket, key, op: 'headVersion' }, versionId, options.signal);
+  override async _headVersion(bucket: string, key: string, id: string, o: SignalOptions = {}) {
+    await this.requireVersions(bucket, 'headVersion', id);
+    return this.headAt({ bucket, key, op: 'headVersion' }, id, o.signal);
   }
 
   /** The bytes of one generation (optionally a range, as `_get`). */
-  override async _getVersion(
-    bucket: string,
-    key: string,
-    versionId: string,
-    options: GetOptions = {},
-  ): Promise<GetResult> {
-    await this.requireVersions(bucket, 'getVersion', versionId);
-    return this.getAt({ bucket, key, op: 'getVersion' }, versionId, options);
+  override async _getVersion(bucket: string, key: string, id: string, o: GetOptions = {}) {
+    await this.requireVersions(bucket, 'getVersion', id);
+    return this.getAt({ bucket, key, op: 'getVersion' }, id, o);
   }
 
   /** Write only if no live object has the key (`ifGenerationMatch=0`); {@link Exists} otherwise. */
-  override async _create(
-    bucket: string,
-    key: string,
-    body: Uint8Array,
-    options: SignalOptions = {},
-  ): Promise<ObjectInfo> {
-    return this.putOne(bucket, key, body, { size: body.byteLength, signal: options.signal }, 0);
+  override async _create(bucket: string, key: string, body: Uint8Array, o: SignalOptions = {}) {
+    return this.putOne(bucket, key, body, { size: body.byteLength, signal: o.signal }, 0);
   }
 
   /**
@@ -585,62 +516,5 @@ export class GcsStore extends ObjectStore {
       },
       options.signal,
     );
-  }
-}
-
-/** The chunks of `source`; SourceError when it fails or is not exactly `size` bytes (if given). */
-async function* exactly(
-  source: AsyncIterable<Buffer>,
-  size: number | undefined,
-  onProgress?: (bytes: number) => void,
-): AsyncIterable<Buffer> {
-  let seen = 0;
-  try {
-    for await (const chunk of source) {
-      seen += chunk.length;
-      if (size !== undefined && seen > size) break;
-      yield chunk;
-      onProgress?.(seen);
-    }
-  } catch (cause) {
-    if (isAbort(cause) || cause instanceof ProvcatError) throw cause;
-    throw new SourceError(`the source failed: ${(cause as Error).message}`, { cause });
-  }
-  if (size !== undefined && seen !== size) {
-    throw new SourceError(
-      `the source has ${seen > size ? 'more' : 'fewer'} bytes than its declared ${size}`,
-    );
-  }
-}
-
-/** One key's generations as records: a delete marker when none is live, then newest first. */
-function* historyOf(bucket: string, generations: ObjectResource[]): Iterable<VersionRecord> {
-  // Generations are int64 digits: longer is newer, then text order.
-  const infos = generations
-    .map((g) => ({ g, info: objectInfo(bucket, g) }))
-    .sort(
-      (a, b) =>
-        b.info.version.length - a.info.version.length || (a.info.version < b.info.version ? 1 : -1),
-    );
-  const newest = infos[0] as (typeof infos)[number];
-  if (infos.every(({ g }) => g.timeDeleted !== undefined)) {
-    const when = newest.g.timeDeleted as string;
-    yield {
-      key: newest.info.key,
-      versionId: `deleted@${newest.info.version}`,
-      size: null,
-      current: true,
-      lastModified: new Date(when),
-    };
-  }
-  for (const { g, info } of infos) {
-    yield {
-      key: info.key,
-      versionId: info.version,
-      size: info.size,
-      current: g.timeDeleted === undefined,
-      etag: info.etag,
-      lastModified: info.lastModified,
-    };
   }
 }

@@ -12,6 +12,7 @@
  */
 import type { ObjectInfo } from '../../src/driver.js';
 import { StoreError } from '../../src/errors.js';
+import type { ListedVersion } from '../../src/version-history.js';
 import { gcsUriText } from './errors.js';
 
 /** The fields of an object resource the driver reads (`timeDeleted`: a noncurrent generation). */
@@ -36,8 +37,14 @@ export function isGeneration(value: string): boolean {
   return /^[1-9]\d{0,18}$/.test(value);
 }
 
+/** Newer generation first: int64 digits, so longer is newer, then text order. */
+export function newerGeneration(a: ListedVersion, b: ListedVersion): number {
+  const [x, y] = [a.versionId, b.versionId];
+  return y.length - x.length || (x < y ? 1 : x > y ? -1 : 0);
+}
+
 /** The S3-style ETag (`"<32 hex>"`) of a base64 MD5, or `undefined`. */
-export function md5Etag(md5Base64: string | undefined): string | undefined {
+function md5Etag(md5Base64: string | undefined): string | undefined {
   const digest = Buffer.from(md5Base64 ?? '', 'base64');
   return digest.length === 16 ? `"${digest.toString('hex')}"` : undefined;
 }
@@ -51,16 +58,22 @@ export function objectInfo(bucket: string, o: ObjectResource): ObjectInfo {
       `${gcsUriText(bucket, o.name)}: an object resource without name, size or generation`,
     );
   }
-  const updated = o.updated === undefined ? undefined : new Date(o.updated);
-  const etag = md5Etag(o.md5Hash);
   return {
     key: o.name,
     size,
     version: generation,
     versionId: generation,
-    etag,
-    lastModified: updated,
+    etag: md5Etag(o.md5Hash),
+    lastModified: o.updated === undefined ? undefined : new Date(o.updated),
   };
+}
+
+/** A generation of a `versions=true` listing as src/version-history.ts takes it. */
+export function listedVersion(bucket: string, o: ObjectResource): ListedVersion {
+  const { key, versionId, size, etag, lastModified } = objectInfo(bucket, o);
+  const deletedAt = o.timeDeleted === undefined ? undefined : new Date(o.timeDeleted);
+  const current = deletedAt === undefined;
+  return { key, versionId: versionId as string, size, current, etag, lastModified, deletedAt };
 }
 
 /**
@@ -79,13 +92,8 @@ export function mediaInfo(
   }
   const total = /\/(\d+)$/.exec(headers['content-range'] ?? '')?.[1];
   const md5 = /(?:^|,)\s*md5=([^,\s]+)/.exec(headers['x-goog-hash'] ?? '')?.[1];
-  return {
-    key,
-    size: total === undefined ? contentLength : Number(total),
-    version: generation,
-    versionId: generation,
-    etag: md5Etag(md5),
-  };
+  const size = total === undefined ? contentLength : Number(total);
+  return { key, size, version: generation, versionId: generation, etag: md5Etag(md5) };
 }
 
 /**
