@@ -52,6 +52,23 @@ export class BucketMemo<T> {
 export type Versioning = 'enabled' | 'missing' | (string & {});
 
 /**
+ * Each bucket's versioning, asked once with `ask`: a {@link NotFound} from it is `'missing'`,
+ * which is not kept (the bucket may be created), nor is a failure.
+ */
+export function versioningMemo(
+  ask: (bucket: string) => Promise<Versioning>,
+): BucketMemo<Versioning> {
+  return new BucketMemo(
+    (bucket) =>
+      ask(bucket).catch((error: unknown) => {
+        if (error instanceof NotFound) return 'missing';
+        throw error;
+      }),
+    (state) => state !== 'missing',
+  );
+}
+
+/**
  * Refuse a version primitive unless versioning is `'enabled'`: {@link NotFound} for a missing
  * bucket, else StoreError — without versions a pin could not survive an overwrite, so nothing
  * pretends to have one. `uri` is the bucket's, for the message.

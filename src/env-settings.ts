@@ -8,10 +8,16 @@
  * @module
  */
 
-/** The value trimmed, or `undefined` when it is unset, empty or white space. */
-export function envText(value: string | undefined): string | undefined {
-  const text = value?.trim();
-  return text === undefined || text === '' ? undefined : text;
+/**
+ * The first of `values` that is set, trimmed (`undefined` when none is): pass an option first,
+ * then the variables that stand in for it, in the order they win.
+ */
+export function envText(...values: (string | undefined)[]): string | undefined {
+  for (const value of values) {
+    const text = value?.trim();
+    if (text !== undefined && text !== '') return text;
+  }
+  return undefined;
 }
 
 const ON = new Set(['1', 'true', 'yes', 'on']);

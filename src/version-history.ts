@@ -24,13 +24,22 @@ export interface ListedVersion extends VersionRecord {
 }
 
 /**
+ * Newer first, for version IDs that grow with time as numbers (GCS generations) or as
+ * fixed-width text (Azure's timestamps): the longer ID first, then the later in text order.
+ */
+export function newerIdFirst(a: VersionRecord, b: VersionRecord): number {
+  const [x, y] = [a.versionId, b.versionId];
+  return y.length - x.length || (x < y ? 1 : x > y ? -1 : 0);
+}
+
+/**
  * The history records of a key-ordered listing (see the module comment): per key, a delete
  * marker when no version is current (ID `markerId(newest)`, time the newest one's `deletedAt`),
  * then the versions sorted by `newerFirst`. StoreError for a listing out of key order.
  */
 export async function* historyOf(
   listing: AsyncIterable<ListedVersion>,
-  newerFirst: (a: ListedVersion, b: ListedVersion) => number,
+  newerFirst: (a: ListedVersion, b: ListedVersion) => number = newerIdFirst,
   markerId: (newest: ListedVersion) => string = (v) => `deleted@${v.versionId}`,
 ): AsyncIterable<VersionRecord> {
   let group: ListedVersion[] = [];

@@ -1,11 +1,10 @@
 /**
- * Configuration of the GCS driver, read in this one place. It follows Google's conventions:
- * Application Default Credentials (the SDK's chain: `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's
- * user credentials, the metadata server), the project from `GOOGLE_CLOUD_PROJECT` or
- * `GCLOUD_PROJECT`, a custom endpoint (an emulator, the test server) from `apiEndpoint` or
- * `STORAGE_EMULATOR_HOST` — which, as in the SDK, gets no credentials unless
- * `useAuthWithCustomEndpoint`. Only the lean switch (`PROVCAT_GCS_LEAN=0`) is provcat's own.
- * A pure function of the options and an environment object, tested without a server.
+ * Configuration of the GCS driver, read in this one place, the GCS way: Application Default
+ * Credentials (`GOOGLE_APPLICATION_CREDENTIALS`, gcloud's login, the metadata server), the
+ * project from `GOOGLE_CLOUD_PROJECT` or `GCLOUD_PROJECT`, a custom endpoint (an emulator, the
+ * test server) from `apiEndpoint` or `STORAGE_EMULATOR_HOST` — which, as in the SDK, gets no
+ * credentials unless `useAuthWithCustomEndpoint`. Only `PROVCAT_GCS_LEAN=0` is provcat's own. A
+ * pure function of the options and an environment object.
  *
  * @module
  */
@@ -22,11 +21,7 @@ export const EMULATOR_PROJECT = 'provcat';
 
 /** Options of {@link GcsStore} (on top of the options every store takes). */
 export interface GcsStoreOptions extends StoreOptions {
-  /**
-   * A `Storage` client to use instead of building one (tests, embedders with their own
-   * credentials): its endpoint and credentials decide where requests go, and metadata reads go
-   * through it (no lean path).
-   */
+  /** A `Storage` client to use (its endpoint and credentials; metadata reads through it). */
   client?: Storage | undefined;
   /** Custom endpoint URL. Default: `STORAGE_EMULATOR_HOST`, else Google's. */
   apiEndpoint?: string | undefined;
@@ -57,14 +52,13 @@ export interface GcsConfig {
 
 /**
  * Apply defaults and the environment. RangeError for an endpoint that is no URL (a bare host
- * gets `https://`, as in the SDK) or a part size off the 256 KiB grid, so a misconfiguration
- * fails at construction.
+ * gets `https://`, as in the SDK) or a part size off the 256 KiB grid.
  */
 export function resolveGcsConfig(
   options: GcsStoreOptions = {},
   env = options.env ?? process.env,
 ): GcsConfig {
-  const given = envText(options.apiEndpoint) ?? envText(env.STORAGE_EMULATOR_HOST);
+  const given = envText(options.apiEndpoint, env.STORAGE_EMULATOR_HOST);
   const endpoint =
     given === undefined
       ? GOOGLE_ENDPOINT
@@ -75,16 +69,13 @@ export function resolveGcsConfig(
   }
   const custom = endpoint !== GOOGLE_ENDPOINT;
   const auth = !custom || options.useAuthWithCustomEndpoint === true;
+  const projectId = envText(options.projectId, env.GOOGLE_CLOUD_PROJECT, env.GCLOUD_PROJECT);
   return {
     endpoint,
     custom,
     auth,
-    projectId:
-      envText(options.projectId) ??
-      envText(env.GOOGLE_CLOUD_PROJECT) ??
-      envText(env.GCLOUD_PROJECT) ??
-      (auth ? undefined : EMULATOR_PROJECT),
-    keyFilename: envText(options.keyFilename) ?? envText(env.GOOGLE_APPLICATION_CREDENTIALS),
+    projectId: projectId ?? (auth ? undefined : EMULATOR_PROJECT),
+    keyFilename: envText(options.keyFilename, env.GOOGLE_APPLICATION_CREDENTIALS),
     lean: options.lean ?? envSwitch(env.PROVCAT_GCS_LEAN, true),
   };
 }

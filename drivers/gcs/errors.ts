@@ -1,10 +1,9 @@
 /**
- * GCS errors read off what the SDK (or the driver's own requests) threw, handed to the one status
- * map of every driver (src/service-errors.ts): 404 NotFound, 401/403 PermissionDenied, 412 on a
- * create (`ifGenerationMatch=0`) or 409 on a bucket creation Exists, other 412s
- * PreconditionFailed, the rest StoreError with `status`. The SDK reports the status two ways: its
- * JSON calls throw an `ApiError` whose `code` is the status; a resumable session's start throws
- * the transport's error, with `status` (its `code` may be a socket error's name). Both are read.
+ * GCS errors, read off what the SDK or the driver's own requests threw, through the one status
+ * map of every driver (src/service-errors.ts); a create's 412 and a bucket creation's 409 are
+ * Exists. The SDK reports the status two ways: its JSON calls throw an `ApiError` whose `code` is
+ * the status; a resumable session's start throws the transport's error, with `status` (its
+ * `code` may be a socket error's name). Both are read.
  *
  * @module
  */
@@ -38,22 +37,6 @@ export function statusOf(error: unknown): number | undefined {
   );
 }
 
-/**
- * An error shaped like the SDK's (`code`: the status, `errors[0].reason`) from a response the
- * driver received itself, with the JSON API's error message when the body has one.
- */
-export function responseError(status: number, body: string, what: string): Error {
-  let parsed: { error?: { message?: string; errors?: GcsErrorLike['errors'] } } | undefined;
-  try {
-    parsed = JSON.parse(body);
-  } catch {
-    // Not the JSON API's error shape (a proxy's page): the body text is the message.
-  }
-  const message = parsed?.error?.message ?? (body.trim().slice(0, 300) || `HTTP ${status}`);
-  const reason = parsed?.error?.errors?.[0]?.reason;
-  return Object.assign(new Error(`${what}: ${message}`), { code: status, errors: [{ reason }] });
-}
-
 const NOT_FOUND = new Set(['notFound']);
 
 /**
@@ -84,7 +67,18 @@ export function mapGcsError(error: unknown, context: GcsErrorContext): ProvcatEr
   });
 }
 
-/** The provcat error for a bare HTTP status (a response whose body was not read). */
-export function statusError(status: number, context: GcsErrorContext): ProvcatError {
-  return mapGcsError(Object.assign(new Error(`HTTP ${status}`), { code: status }), context);
+/**
+ * The provcat error of a status the driver's own request got, with the JSON API's error message
+ * and reason when `body` has them (else its text).
+ */
+export function statusError(status: number, context: GcsErrorContext, body = ''): ProvcatError {
+  let parsed: { error?: { message?: string; errors?: GcsErrorLike['errors'] } } | undefined;
+  try {
+    parsed = body === '' ? undefined : JSON.parse(body);
+  } catch {
+    // Not the JSON API's error shape (a proxy's page): the body text is the message.
+  }
+  const message = parsed?.error?.message ?? (body.trim().slice(0, 300) || `HTTP ${status}`);
+  const errors = [{ reason: parsed?.error?.errors?.[0]?.reason }];
+  return mapGcsError(Object.assign(new Error(message), { code: status, errors }), context);
 }

@@ -1,12 +1,10 @@
 /**
- * The JSON API's shapes as the driver reads them — object resources (metadata, listings,
- * uploads) and media response headers — turned into {@link ObjectInfo} in one place, so the SDK
- * path and the lean path report an object alike, and the URLs of the reads the driver sends.
- *
- * The version is the generation, which is also the version ID (every generation is addressable
- * with `?generation=`). The ETag is the MD5 in S3's quoted hex form (`md5Hash` decoded), because
- * provcat takes an ETag of that form as the content's MD5 (commit checks, branch comparisons);
- * GCS's own `etag` is opaque and changes with metadata. Composite objects have no MD5, no ETag.
+ * The JSON API's shapes as the driver reads them — object resources and media response headers
+ * — turned into {@link ObjectInfo} in one place, so the SDK path and the lean path report an
+ * object alike; and the URLs of the driver's own reads. The version is the generation, also the
+ * version ID. The ETag is the MD5 in S3's quoted hex form, because provcat takes an ETag of that
+ * form as the content's MD5 (commit checks, branches); GCS's own `etag` is opaque and changes
+ * with metadata. Composite objects have no MD5, so no ETag.
  *
  * @module
  */
@@ -16,14 +14,9 @@ import type { ListedVersion } from '../../src/version-history.js';
 import { gcsUriText } from './errors.js';
 
 /** The fields of an object resource the driver reads (`timeDeleted`: a noncurrent generation). */
-export interface ObjectResource {
-  name?: string;
-  generation?: string;
-  size?: string;
-  md5Hash?: string;
-  updated?: string;
-  timeDeleted?: string;
-}
+export type ObjectResource = {
+  [field in 'name' | 'generation' | 'size' | 'md5Hash' | 'updated' | 'timeDeleted']?: string;
+};
 
 /** One page of `objects.list`. */
 export interface ObjectsPage {
@@ -35,12 +28,6 @@ export interface ObjectsPage {
 /** True for a string that can be a generation (an int64 in decimal). */
 export function isGeneration(value: string): boolean {
   return /^[1-9]\d{0,18}$/.test(value);
-}
-
-/** Newer generation first: int64 digits, so longer is newer, then text order. */
-export function newerGeneration(a: ListedVersion, b: ListedVersion): number {
-  const [x, y] = [a.versionId, b.versionId];
-  return y.length - x.length || (x < y ? 1 : x > y ? -1 : 0);
 }
 
 /** The S3-style ETag (`"<32 hex>"`) of a base64 MD5, or `undefined`. */
@@ -83,8 +70,7 @@ export function listedVersion(bucket: string, o: ObjectResource): ListedVersion 
 export function mediaInfo(
   bucket: string,
   key: string,
-  headers: Readonly<Record<string, string | undefined>>,
-  contentLength: number,
+  { headers, contentLength }: { headers: Readonly<Record<string, string>>; contentLength: number },
 ): ObjectInfo {
   const generation = headers['x-goog-generation'] ?? '';
   if (!isGeneration(generation)) {
