@@ -51,6 +51,14 @@ function isWellFormed(s: string): boolean {
   return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 }
 
+/**
+ * `scheme://bucket/key` for messages and errors, each key segment encoded as a {@link Uri}
+ * prints it; nothing is refused (a key no URI could name is still shown).
+ */
+export function uriText(scheme: string, bucket: string, key = ''): string {
+  return `${scheme}://${bucket}/${key.split('/').map(encodeSegment).join('/')}`;
+}
+
 /** Percent-encode one key segment (UTF-8, uppercase hex); inverse of the decoding in parse. */
 export function encodeSegment(segment: string): string {
   let out = '';

@@ -1,5 +1,5 @@
 /**
- * Garbage collection on the local stage: the shared suite (test/fixtures/gc-suite.ts), each
+ * Garbage collection on the local stage: the shared suite (test/support/gc-suite.ts), each
  * test on a fresh stage root, then the gc commands in process with a recording progress bar.
  * The bundled CLI and the child processes import dist/ (`npm run build` first).
  */
@@ -11,8 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliContext } from '../src/cli/command.js';
 import { gcCommands } from '../src/lake/gc/cli.js';
 import type { Progress } from '../src/store.js';
-import { gcSuite } from './fixtures/gc-suite.js';
-import { localTarget } from './fixtures/gc-targets.js';
+import { gcSuite } from './support/gc-suite.js';
+import { localTarget } from './support/gc-targets.js';
 
 let base: string;
 beforeAll(async () => {

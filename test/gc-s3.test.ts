@@ -1,6 +1,6 @@
 /**
  * Garbage collection on an S3 stage against the test server (Ceph radosgw): the shared suite
- * (test/fixtures/gc-suite.ts), each test under a fresh prefix of one unversioned bucket (where
+ * (test/support/gc-suite.ts), each test under a fresh prefix of one unversioned bucket (where
  * `If-None-Match: *` is honoured: the `atomic` create mode). Then the `oldest-version-wins` mode
  * on a versioned bucket, where Ceph ignores the condition: concurrent writers of one set still
  * get gapless numbers, and GC deletes through it.
@@ -16,10 +16,10 @@ import {
   stageFromDescriptor,
   writeKeepSet,
 } from '../src/lake/index.js';
-import { gcSuite } from './fixtures/gc-suite.js';
-import { s3Target } from './fixtures/gc-targets.js';
 import { testClient } from './fixtures/lake-helpers.js';
 import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
+import { gcSuite } from './support/gc-suite.js';
+import { s3Target } from './support/gc-targets.js';
 
 describeS3('garbage collection on an S3 stage', () => {
   let bucket: string;
