@@ -44,8 +44,8 @@ export interface AdaptiveWindow {
 
 /**
  * Run `fn(item, signal)` for every item, starting with `start` in flight. After each round (as
- * many completions as the window holds) the completion rate is compared with the previous
- * round's: while it rose by at least `gain`, the window grows by half (up to `max`); once a
+ * many completions as the window holds; the first round is a warm-up and only starts the clock)
+ * the completion rate is compared with the previous round's: while it rose by at least `gain`, the window grows by half (up to `max`); once a
  * round shows no gain it stays where it is. So a run bound by CPU or by the server stays near
  * `start`, and a run bound by round trips climbs to `max` within a few rounds.
  */
@@ -71,9 +71,18 @@ export async function forEachAdaptive<T>(
   let roundDone = 0;
   let roundStart = now();
   let lastRate = 0;
+  // The first round pays for connections, compilation and the first file-system calls: it only
+  // starts the clock, so that no growth is judged against it.
+  let warmingUp = true;
   const workers: Promise<void>[] = [];
   const grow = () => {
     const rate = (roundDone * 1000) / Math.max(1e-3, now() - roundStart);
+    if (warmingUp) {
+      warmingUp = false;
+      roundDone = 0;
+      roundStart = now();
+      return;
+    }
     if (lastRate > 0 && rate < lastRate * gain) growing = false;
     lastRate = rate;
     roundDone = 0;

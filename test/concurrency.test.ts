@@ -76,6 +76,21 @@ describe('forEachAdaptive', () => {
     expect(most).toBeLessThanOrEqual(9);
   });
 
+  it('does not judge growth against a slow first round (connections being made)', async () => {
+    let busy: Promise<void> = Promise.resolve();
+    let started = 0;
+    const task = () => {
+      // The first round waits on its connections; after that one shared resource bounds the rate.
+      if (started++ < 4) return sleep(60);
+      const turn = busy.then(() => sleep(3));
+      busy = turn;
+      return turn;
+    };
+    const { most, grown } = await settle(measure(150, { start: 4, max: 64 }, task));
+    expect(grown).toEqual([6]);
+    expect(most).toBe(6);
+  });
+
   it('a fixed window (start = max, and forEachLimit) never grows', async () => {
     const fixed = await settle(measure(200, { start: 5, max: 5 }, () => sleep(5)));
     expect(fixed.most).toBe(5);

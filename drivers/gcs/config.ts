@@ -1,15 +1,15 @@
 /**
- * Configuration of the GCS driver, read in this one place. It follows Google's conventions:
- * Application Default Credentials (the SDK's chain: `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's
- * user credentials, the metadata server), the project from `GOOGLE_CLOUD_PROJECT` or
- * `GCLOUD_PROJECT`, a custom endpoint (an emulator, the test server) from `apiEndpoint` or
- * `STORAGE_EMULATOR_HOST` — which, as in the SDK, gets no credentials unless
- * `useAuthWithCustomEndpoint`. Only the lean switch (`PROVCAT_GCS_LEAN=0`) is provcat's own.
- * A pure function of the options and an environment object, tested without a server.
+ * Configuration of the GCS driver, read in this one place, the GCS way: Application Default
+ * Credentials (`GOOGLE_APPLICATION_CREDENTIALS`, gcloud's login, the metadata server), the
+ * project from `GOOGLE_CLOUD_PROJECT` or `GCLOUD_PROJECT`, a custom endpoint (an emulator, the
+ * test server) from `apiEndpoint` or `STORAGE_EMULATOR_HOST` — which, as in the SDK, gets no
+ * credentials unless `useAuthWithCustomEndpoint`. Only `PROVCAT_GCS_LEAN=0` is provcat's own. A
+ * pure function of the options and an environment object.
  *
  * @module
  */
 import type { Storage } from '@google-cloud/storage';
+import { envSwitch, envText } from '../../src/env-settings.js';
 import type { StoreOptions } from '../../src/store.js';
 
 /** Resumable chunks other than the last are multiples of this (256 KiB). */
@@ -21,11 +21,7 @@ export const EMULATOR_PROJECT = 'provcat';
 
 /** Options of {@link GcsStore} (on top of the options every store takes). */
 export interface GcsStoreOptions extends StoreOptions {
-  /**
-   * A `Storage` client to use instead of building one (tests, embedders with their own
-   * credentials): its endpoint and credentials decide where requests go, and metadata reads go
-   * through it (no lean path).
-   */
+  /** A `Storage` client to use (its endpoint and credentials; metadata reads through it). */
   client?: Storage | undefined;
   /** Custom endpoint URL. Default: `STORAGE_EMULATOR_HOST`, else Google's. */
   apiEndpoint?: string | undefined;
@@ -54,20 +50,15 @@ export interface GcsConfig {
   lean: boolean;
 }
 
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value.trim();
-}
-
 /**
  * Apply defaults and the environment. RangeError for an endpoint that is no URL (a bare host
- * gets `https://`, as in the SDK) or a part size off the 256 KiB grid, so a misconfiguration
- * fails at construction.
+ * gets `https://`, as in the SDK) or a part size off the 256 KiB grid.
  */
 export function resolveGcsConfig(
   options: GcsStoreOptions = {},
   env = options.env ?? process.env,
 ): GcsConfig {
-  const given = nonEmpty(options.apiEndpoint) ?? nonEmpty(env.STORAGE_EMULATOR_HOST);
+  const given = envText(options.apiEndpoint, env.STORAGE_EMULATOR_HOST);
   const endpoint =
     given === undefined
       ? GOOGLE_ENDPOINT
@@ -78,17 +69,13 @@ export function resolveGcsConfig(
   }
   const custom = endpoint !== GOOGLE_ENDPOINT;
   const auth = !custom || options.useAuthWithCustomEndpoint === true;
-  const lean = nonEmpty(env.PROVCAT_GCS_LEAN)?.toLowerCase();
+  const projectId = envText(options.projectId, env.GOOGLE_CLOUD_PROJECT, env.GCLOUD_PROJECT);
   return {
     endpoint,
     custom,
     auth,
-    projectId:
-      nonEmpty(options.projectId) ??
-      nonEmpty(env.GOOGLE_CLOUD_PROJECT) ??
-      nonEmpty(env.GCLOUD_PROJECT) ??
-      (auth ? undefined : EMULATOR_PROJECT),
-    keyFilename: nonEmpty(options.keyFilename) ?? nonEmpty(env.GOOGLE_APPLICATION_CREDENTIALS),
-    lean: options.lean ?? !(lean === '0' || lean === 'false'),
+    projectId: projectId ?? (auth ? undefined : EMULATOR_PROJECT),
+    keyFilename: envText(options.keyFilename, env.GOOGLE_APPLICATION_CREDENTIALS),
+    lean: options.lean ?? envSwitch(env.PROVCAT_GCS_LEAN, true),
   };
 }

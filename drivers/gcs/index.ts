@@ -7,6 +7,5 @@
  */
 export { CHUNK_QUANTUM, type GcsConfig, type GcsStoreOptions, resolveGcsConfig } from './config.js';
 export { gcsUriText, mapGcsError } from './errors.js';
-export { GcsStore } from './gcs-store.js';
+export { GcsStore, gcsSdkRequested } from './gcs-store.js';
 export { GcsResumable } from './resumable.js';
-export { gcsSdkRequested } from './sdk.js';

@@ -1,28 +1,22 @@
 /**
- * The JSON API's shapes as the driver reads them — object resources (metadata, listings,
- * uploads) and media response headers — turned into {@link ObjectInfo} in one place, so the SDK
- * path and the lean path report an object alike, and the URLs of the reads the driver sends.
- *
- * The version is the generation, which is also the version ID (every generation is addressable
- * with `?generation=`). The ETag is the MD5 in S3's quoted hex form (`md5Hash` decoded), because
- * provcat takes an ETag of that form as the content's MD5 (commit checks, branch comparisons);
- * GCS's own `etag` is opaque and changes with metadata. Composite objects have no MD5, no ETag.
+ * The JSON API's shapes as the driver reads them — object resources and media response headers
+ * — turned into {@link ObjectInfo} in one place, so the SDK path and the lean path report an
+ * object alike; and the URLs of the driver's own reads. The version is the generation, also the
+ * version ID. The ETag is the MD5 in S3's quoted hex form, because provcat takes an ETag of that
+ * form as the content's MD5 (commit checks, branches); GCS's own `etag` is opaque and changes
+ * with metadata. Composite objects have no MD5, so no ETag.
  *
  * @module
  */
 import type { ObjectInfo } from '../../src/driver.js';
 import { StoreError } from '../../src/errors.js';
+import type { ListedVersion } from '../../src/version-history.js';
 import { gcsUriText } from './errors.js';
 
 /** The fields of an object resource the driver reads (`timeDeleted`: a noncurrent generation). */
-export interface ObjectResource {
-  name?: string;
-  generation?: string;
-  size?: string;
-  md5Hash?: string;
-  updated?: string;
-  timeDeleted?: string;
-}
+export type ObjectResource = {
+  [field in 'name' | 'generation' | 'size' | 'md5Hash' | 'updated' | 'timeDeleted']?: string;
+};
 
 /** One page of `objects.list`. */
 export interface ObjectsPage {
@@ -37,7 +31,7 @@ export function isGeneration(value: string): boolean {
 }
 
 /** The S3-style ETag (`"<32 hex>"`) of a base64 MD5, or `undefined`. */
-export function md5Etag(md5Base64: string | undefined): string | undefined {
+function md5Etag(md5Base64: string | undefined): string | undefined {
   const digest = Buffer.from(md5Base64 ?? '', 'base64');
   return digest.length === 16 ? `"${digest.toString('hex')}"` : undefined;
 }
@@ -51,16 +45,22 @@ export function objectInfo(bucket: string, o: ObjectResource): ObjectInfo {
       `${gcsUriText(bucket, o.name)}: an object resource without name, size or generation`,
     );
   }
-  const updated = o.updated === undefined ? undefined : new Date(o.updated);
-  const etag = md5Etag(o.md5Hash);
   return {
     key: o.name,
     size,
     version: generation,
     versionId: generation,
-    etag,
-    lastModified: updated,
+    etag: md5Etag(o.md5Hash),
+    lastModified: o.updated === undefined ? undefined : new Date(o.updated),
   };
+}
+
+/** A generation of a `versions=true` listing as src/version-history.ts takes it. */
+export function listedVersion(bucket: string, o: ObjectResource): ListedVersion {
+  const { key, versionId, size, etag, lastModified } = objectInfo(bucket, o);
+  const deletedAt = o.timeDeleted === undefined ? undefined : new Date(o.timeDeleted);
+  const current = deletedAt === undefined;
+  return { key, versionId: versionId as string, size, current, etag, lastModified, deletedAt };
 }
 
 /**
@@ -70,8 +70,7 @@ export function objectInfo(bucket: string, o: ObjectResource): ObjectInfo {
 export function mediaInfo(
   bucket: string,
   key: string,
-  headers: Readonly<Record<string, string | undefined>>,
-  contentLength: number,
+  { headers, contentLength }: { headers: Readonly<Record<string, string>>; contentLength: number },
 ): ObjectInfo {
   const generation = headers['x-goog-generation'] ?? '';
   if (!isGeneration(generation)) {
@@ -79,13 +78,8 @@ export function mediaInfo(
   }
   const total = /\/(\d+)$/.exec(headers['content-range'] ?? '')?.[1];
   const md5 = /(?:^|,)\s*md5=([^,\s]+)/.exec(headers['x-goog-hash'] ?? '')?.[1];
-  return {
-    key,
-    size: total === undefined ? contentLength : Number(total),
-    version: generation,
-    versionId: generation,
-    etag: md5Etag(md5),
-  };
+  const size = total === undefined ? contentLength : Number(total);
+  return { key, size, version: generation, versionId: generation, etag: md5Etag(md5) };
 }
 
 /**

@@ -1,25 +1,18 @@
 /**
- * The `gs` stage descriptor kind: managed objects in one GCS bucket below one key prefix,
+ * The `gs` stage descriptor kind (src/lake/bucket-stage.ts): managed objects in one GCS bucket
+ * below one key prefix,
  * `{ "version": 1, "kind": "gs", "bucket": "lake", "prefix": "managed", "endpoint"?, "tenant"? }`.
  *
  * No credentials (Application Default Credentials apply where the stage is used). The stage
  * string `gs://bucket/prefix/` takes its endpoint from `STORAGE_EMULATOR_HOST` (config.ts); a
- * descriptor without `endpoint` always means Google's, whatever the environment says. The
- * backend is a {@link GcsStore}, loaded on first use.
+ * descriptor without `endpoint` always means Google's, whatever the environment says.
  *
  * @module
  */
 import type { Storage } from '@google-cloud/storage';
-import {
-  checkEndpoint,
-  checkFields,
-  decodeStagePrefix,
-  fail,
-  joinPrefix,
-  normalizePrefix,
-} from '../../src/lake/descriptor-fields.js';
+import { bucketStageKind } from '../../src/lake/bucket-stage.js';
+import { checkEndpoint } from '../../src/lake/descriptor-fields.js';
 import type { StageDescriptor, StageKind } from '../../src/lake/kinds.js';
-import { objectLocations } from '../../src/lake/locations.js';
 import { resolveGcsConfig } from './config.js';
 
 /** A stage in one GCS bucket, below one key prefix (`''`: the whole bucket). */
@@ -32,70 +25,26 @@ export interface GcsStageDescriptor extends StageDescriptor {
   readonly endpoint?: string | undefined;
 }
 
-const FIELDS = ['version', 'kind', 'bucket', 'prefix', 'endpoint', 'tenant'];
-const BUCKET = /^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$/;
-
 /** The `gs` kind (see the module comment). */
-export const gcsStageKind: StageKind = {
+export const gcsStageKind: StageKind = bucketStageKind({
   kind: 'gs',
-
-  parse(record, tenant) {
-    checkFields(record, FIELDS);
-    const { bucket, prefix, endpoint } = record;
-    if (typeof bucket !== 'string' || !BUCKET.test(bucket)) {
-      fail(`bucket must be a GCS bucket name, not ${JSON.stringify(bucket)}`);
-    }
-    if (typeof prefix !== 'string') fail('prefix must be a string (use "" for the whole bucket)');
-    if (endpoint !== undefined) checkEndpoint(endpoint);
-    return Object.freeze({
-      version: 1,
-      kind: 'gs',
-      bucket,
-      prefix: normalizePrefix(prefix),
-      ...(endpoint === undefined ? {} : { endpoint: endpoint as string }),
-      ...(tenant === undefined ? {} : { tenant }),
-    });
-  },
-
-  fromString(text, env) {
-    const m = /^gs:\/\/([^/?#]+)(?:\/([^?#]*))?$/.exec(text);
-    if (!m) return undefined;
+  bucketName: { pattern: /^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$/, what: 'a GCS bucket name' },
+  fields: ['endpoint'],
+  own: ({ endpoint }) => (endpoint === undefined ? {} : { endpoint: checkEndpoint(endpoint) }),
+  fromEnv(env) {
     const { custom, endpoint } = resolveGcsConfig({}, env);
-    const prefix = decodeStagePrefix(m[2] ?? '', text);
-    const record = {
-      version: 1,
-      kind: 'gs',
-      bucket: m[1],
-      prefix,
-      ...(custom ? { endpoint } : {}),
-    };
-    return gcsStageKind.parse(record, undefined);
+    return custom ? { endpoint } : {};
   },
-
-  locations(descriptor) {
-    const d = descriptor as GcsStageDescriptor;
-    return objectLocations('gs', d.bucket, joinPrefix(d.prefix, d.tenant));
-  },
-
-  identity(descriptor) {
-    const d = descriptor as GcsStageDescriptor;
-    return `gs|${d.endpoint ?? ''}|${d.bucket}|${joinPrefix(d.prefix, d.tenant)}`;
-  },
-
-  async backend(descriptor, options) {
-    const d = descriptor as GcsStageDescriptor;
-    const [{ GcsStore }, { storeBackend }] = await Promise.all([
-      import('./gcs-store.js'),
-      import('../../src/lake/backend.js'),
-    ]);
+  endpoint: (d) => (d as GcsStageDescriptor).endpoint ?? '',
+  async store(descriptor, options) {
+    const { GcsStore } = await import('./gcs-store.js');
     // The descriptor decides the endpoint: the environment's must not redirect the stage.
     const { STORAGE_EMULATOR_HOST: _, ...env } = options.env ?? process.env;
-    const store = new GcsStore({
+    return new GcsStore({
       client: options.client as Storage | undefined,
-      apiEndpoint: d.endpoint,
+      apiEndpoint: (descriptor as GcsStageDescriptor).endpoint,
       offline: options.offline,
       env,
     });
-    return storeBackend(store, d.bucket);
   },
-};
+});

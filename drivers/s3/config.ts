@@ -16,6 +16,7 @@
  * @module
  */
 import type { S3Client } from '@aws-sdk/client-s3';
+import { envSwitch, envText } from '../../src/env-settings.js';
 import type { StoreOptions } from '../../src/store.js';
 import {
   DEFAULT_PART_SIZE,
@@ -116,15 +117,6 @@ export interface S3Config {
   responseChecksumValidation: ChecksumSetting;
 }
 
-function nonEmpty(value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value.trim();
-}
-
-function truthy(value: string | undefined): boolean {
-  const v = nonEmpty(value)?.toLowerCase();
-  return v === '1' || v === 'true' || v === 'yes' || v === 'on';
-}
-
 function checkedInteger(name: string, value: number, min: number, max: number): number {
   if (!Number.isSafeInteger(value) || value < min || value > max) {
     throw new RangeError(`S3 option ${name} must be an integer in ${min}..${max}, not ${value}`);
@@ -142,7 +134,7 @@ export function parseCreateFallback(value: string, source: string): CreateFallba
 export type ChecksumSetting = 'WHEN_REQUIRED' | 'WHEN_SUPPORTED';
 
 function checksumSetting(value: string | undefined, name: string): ChecksumSetting {
-  const v = nonEmpty(value)?.toUpperCase();
+  const v = envText(value)?.toUpperCase();
   if (v === undefined) return 'WHEN_REQUIRED';
   if (v === 'WHEN_REQUIRED' || v === 'WHEN_SUPPORTED') return v;
   throw new RangeError(`${name} must be WHEN_REQUIRED or WHEN_SUPPORTED, not '${value}'`);
@@ -156,12 +148,10 @@ export function resolveS3Config(
   options: S3StoreOptions = {},
   env = options.env ?? process.env,
 ): S3Config {
-  const ignoreEnvEndpoints = truthy(env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS);
+  const ignoreEnvEndpoints = envSwitch(env.AWS_IGNORE_CONFIGURED_ENDPOINT_URLS, false);
   const endpoint =
-    nonEmpty(options.endpoint) ??
-    (ignoreEnvEndpoints
-      ? undefined
-      : (nonEmpty(env.AWS_ENDPOINT_URL_S3) ?? nonEmpty(env.AWS_ENDPOINT_URL)));
+    envText(options.endpoint) ??
+    (ignoreEnvEndpoints ? undefined : envText(env.AWS_ENDPOINT_URL_S3, env.AWS_ENDPOINT_URL));
   if (endpoint !== undefined && !URL.canParse(endpoint)) {
     throw new RangeError(`S3 endpoint is not a URL: '${endpoint}'`);
   }
@@ -171,17 +161,13 @@ export function resolveS3Config(
     MIN_PART_SIZE,
     MAX_PART_SIZE,
   );
-  const fallbackText = options.createFallback ?? nonEmpty(env.PROVCAT_S3_CREATE_FALLBACK);
+  const fallbackText = options.createFallback ?? envText(env.PROVCAT_S3_CREATE_FALLBACK);
   return {
-    region:
-      nonEmpty(options.region) ??
-      nonEmpty(env.AWS_REGION) ??
-      nonEmpty(env.AWS_DEFAULT_REGION) ??
-      'us-east-1',
+    region: envText(options.region, env.AWS_REGION, env.AWS_DEFAULT_REGION) ?? 'us-east-1',
     endpoint,
     ignoreConfiguredEndpointUrls:
       endpoint === undefined && (ignoreEnvEndpoints || options.env !== undefined),
-    forcePathStyle: options.forcePathStyle ?? truthy(env.PROVCAT_S3_FORCE_PATH_STYLE),
+    forcePathStyle: options.forcePathStyle ?? envSwitch(env.PROVCAT_S3_FORCE_PATH_STYLE, false),
     multipartThreshold: checkedInteger(
       'multipartThreshold',
       options.multipartThreshold ?? DEFAULT_PART_SIZE,
@@ -216,9 +202,7 @@ export function resolveS3Config(
               ? 'PROVCAT_S3_CREATE_FALLBACK'
               : 'S3 option createFallback',
           ),
-    lean:
-      options.lean ??
-      !['0', 'false', 'no', 'off'].includes(nonEmpty(env.PROVCAT_S3_LEAN)?.toLowerCase() ?? ''),
+    lean: options.lean ?? envSwitch(env.PROVCAT_S3_LEAN, true),
     requestChecksumCalculation: checksumSetting(
       env.AWS_REQUEST_CHECKSUM_CALCULATION,
       'AWS_REQUEST_CHECKSUM_CALCULATION',

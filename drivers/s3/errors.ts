@@ -11,7 +11,7 @@
  */
 import type { ProvcatError } from '../../src/errors.js';
 import { serviceError } from '../../src/service-errors.js';
-import { encodeSegment } from '../../src/uri.js';
+import { uriText } from '../../src/uri.js';
 
 /** What an S3 call was about, for messages and for the create rule. */
 export interface S3ErrorContext {
@@ -45,9 +45,7 @@ interface SdkErrorLike {
  * percent-encoded the way {@link Uri} does, but without refusing keys no URI can name (`a//b`):
  * an error about such a key must still say which key it was.
  */
-export function s3UriText(bucket: string, key?: string): string {
-  return `s3://${bucket}/${key === undefined ? '' : key.split('/').map(encodeSegment).join('/')}`;
-}
+export const s3UriText = (bucket: string, key?: string): string => uriText('s3', bucket, key);
 
 /** The HTTP status of an SDK error, when the server answered. */
 export function statusOf(error: unknown): number | undefined {

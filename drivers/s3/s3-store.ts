@@ -34,13 +34,14 @@ import { createReadStream } from 'node:fs';
 import { Agent as HttpAgent, type IncomingMessage } from 'node:http';
 import type { Agent as HttpsAgent } from 'node:https';
 import path from 'node:path';
-import { addAbortSignal, pipeline, Readable, Transform, type TransformCallback } from 'node:stream';
+import { addAbortSignal, Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type {
   BucketLocationConstraint,
   ListObjectsV2CommandOutput,
   S3Client,
 } from '@aws-sdk/client-s3';
+import { BucketMemo, requireVersioning, versioningMemo } from '../../src/bucket-state.js';
 import type {
   Capabilities,
   CreateMode,
@@ -66,14 +67,12 @@ import {
   SourceError,
   StoreError,
 } from '../../src/errors.js';
+import { checkByteRange, exactBytes } from '../../src/exact-bytes.js';
 import { nodeHttps } from '../../src/net/builtins.js';
-import {
-  Http1Pool,
-  type Http1Response,
-  responseReadable,
-  type WholeResponse,
-} from '../../src/net/http1-download.js';
+import { Http1Pool, type Http1Response, type WholeResponse } from '../../src/net/http1-download.js';
+import { leanGetResult } from '../../src/net/lean-get.js';
 import { ObjectStore } from '../../src/object-store.js';
+import { pageSize } from '../../src/paging.js';
 import {
   type CreateFallback,
   resolveS3Config,
@@ -107,9 +106,6 @@ export interface MakeBucketOptions {
   versioning?: boolean | undefined;
   signal?: AbortSignal | undefined;
 }
-
-/** A bucket's versioning as the version primitives need it. */
-type Versioning = 'enabled' | 'suspended' | 'off' | 'missing';
 
 /** The parts of a HEAD response the driver uses. */
 interface HeadFields {
@@ -156,54 +152,13 @@ function totalFromContentRange(contentRange: string | undefined): number | undef
 const SOCKET_TIMEOUT_MS = 120_000;
 
 /**
- * A GetResult from a lean GET's response head (the same fields the SDK reads), or `undefined`
- * (the response discarded) when it lacks an ETag, so the SDK path decides. The body is both a
- * `pipeTo` (reused buffers, no allocation per read: the cache's path) and a Readable (copies).
+ * A GetResult from a lean GET's response (streamed or read whole; src/net/lean-get.ts), or
+ * `undefined` (the response discarded) when it lacks an ETag, so the SDK path decides.
  */
-function leanResult(key: string, res: Http1Response): GetResult | undefined {
+function leanResult(key: string, res: Http1Response | WholeResponse): GetResult | undefined {
   const info = leanGetInfo(key, res);
-  if (info === undefined) {
-    res.discard();
-    return undefined;
-  }
-  const length = res.contentLength;
-  const contentRange = res.headers['content-range'];
-  // The Readable is made only when asked for: the cache reads through `pipeTo`, and a stream
-  // per small GET is allocation the GC then pays for.
-  let body: Readable | undefined;
-  return {
-    get body() {
-      body ??= responseReadable(res);
-      return body;
-    },
-    // The stream closes when the transfer ends either way, as if it had been read.
-    pipeTo: (sink) => res.pipeTo(sink).finally(() => body?.destroy()),
-    info,
-    contentLength: length,
-    contentRange,
-  };
-}
-
-/**
- * A GetResult from a lean GET read whole ({@link LeanPath.getWhole}), or `undefined` when the
- * response lacks an ETag, so the SDK path decides.
- */
-function leanWholeResult(key: string, res: WholeResponse): GetResult | undefined {
-  const info = leanGetInfo(key, res);
-  if (info === undefined) return undefined;
-  const bytes = res.body;
-  let body: Readable | undefined;
-  return {
-    get body() {
-      body ??= Readable.from([bytes], { objectMode: false });
-      return body;
-    },
-    bytes,
-    release: res.release,
-    info,
-    contentLength: res.contentLength,
-    contentRange: res.headers['content-range'],
-  };
+  if (info === undefined && !('body' in res)) res.discard();
+  return info && leanGetResult(info, res);
 }
 
 /** The ObjectInfo of a lean GET's response head (the fields the SDK reads); `undefined` without an ETag. */
@@ -252,35 +207,6 @@ function leanHeadInfo(
   });
 }
 
-/** Passes bytes through, counting them: errors when the source is not exactly `size` bytes. */
-class LengthCheck extends Transform {
-  private seen = 0;
-  constructor(
-    private readonly size: number,
-    private readonly onProgress: ((bytes: number) => void) | undefined,
-  ) {
-    super();
-  }
-
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
-    this.seen += chunk.length;
-    if (this.seen > this.size) {
-      done(new SourceError(`the source is longer than its declared size of ${this.size} bytes`));
-      return;
-    }
-    this.onProgress?.(this.seen);
-    done(null, chunk);
-  }
-
-  override _flush(done: TransformCallback): void {
-    done(
-      this.seen === this.size
-        ? null
-        : new SourceError(`the source ended after ${this.seen} of its declared ${this.size} bytes`),
-    );
-  }
-}
-
 /**
  * The S3 driver. Serves `s3://bucket/key` on AWS S3 and S3-compatible stores (Ceph radosgw,
  * MinIO, ...). Thread of guarantees:
@@ -319,8 +245,19 @@ export class S3Store extends ObjectStore {
   private readonly config: S3Config;
   private readonly injected: S3Client | undefined;
   private built: Promise<S3Client> | undefined;
-  private readonly versioning = new Map<string, Promise<Versioning>>();
-  private readonly createModes = new Map<string, Promise<CreateMode>>();
+  /** Each bucket's versioning, asked once (GetBucketVersioning). */
+  private readonly versioning = versioningMemo((bucket) =>
+    this.call({ bucket, op: 'versioning' }, async (client, sdk) => {
+      const r = await client.send(new sdk.GetBucketVersioningCommand({ Bucket: bucket }));
+      return r.Status === 'Enabled'
+        ? 'enabled'
+        : r.Status === 'Suspended'
+          ? 'suspended'
+          : 'not enabled';
+    }),
+  );
+  /** Each bucket's create mode, probed once (see {@link S3Store._createMode}). */
+  private readonly createModes = new BucketMemo((bucket) => this.probeCreateMode(bucket));
   /** The multipart protocol per bucket, made on first use. */
   private readonly multiparts = new Map<string, S3Multipart>();
   /**
@@ -593,46 +530,14 @@ export class S3Store extends ObjectStore {
         );
       }
     });
-    this.versioning.delete(bucket);
-    this.createModes.delete(bucket);
+    this.versioning.forget(bucket);
+    this.createModes.forget(bucket);
     this.debug(`makeBucket ${bucket} (versioning ${versioning ? 'on' : 'unchanged'})`);
-  }
-
-  /** The bucket's versioning, asked once per bucket and cached (not a failure, not a missing bucket). */
-  private versioningOf(bucket: string): Promise<Versioning> {
-    let state = this.versioning.get(bucket);
-    if (!state) {
-      state = this.call({ bucket, op: 'versioning' }, async (client, sdk) => {
-        try {
-          const r = await client.send(new sdk.GetBucketVersioningCommand({ Bucket: bucket }));
-          return r.Status === 'Enabled'
-            ? 'enabled'
-            : r.Status === 'Suspended'
-              ? 'suspended'
-              : 'off';
-        } catch (error) {
-          if (statusOf(error) === 404 || errorName(error) === 'NoSuchBucket') return 'missing';
-          throw error;
-        }
-      });
-      this.versioning.set(bucket, state);
-      // A missing bucket may be created later, and a failed ask may succeed: cache neither.
-      const forget = () => this.versioning.delete(bucket);
-      state.then((v) => v === 'missing' && forget(), forget);
-    }
-    return state;
   }
 
   /** Refuse a version primitive on a bucket without versioning (StoreError) or without bucket (NotFound). */
   private async requireVersions(bucket: string, op: string): Promise<void> {
-    const state = await this.versioningOf(bucket);
-    if (state === 'enabled') return;
-    const uri = s3UriText(bucket);
-    if (state === 'missing') throw new NotFound(`${op} ${uri}: no bucket ${bucket}`, { uri });
-    throw new StoreError(
-      `${op} ${uri}: the bucket keeps no versions (versioning is ${state === 'off' ? 'not enabled' : 'suspended'})`,
-      { uri },
-    );
+    requireVersioning(await this.versioning.get(bucket), op, s3UriText(bucket));
   }
 
   // ---- core primitives -------------------------------------------------------------------
@@ -664,7 +569,7 @@ export class S3Store extends ObjectStore {
     prefix: string,
     options: PagesOptions = {},
   ): AsyncIterable<ListPage> {
-    const limit = Math.min(1000, Math.max(1, Math.floor(options.limit ?? 1000)));
+    const limit = pageSize(options.limit, 1000);
     let token: string | undefined;
     for (;;) {
       const context = { bucket, key: prefix, op: 'list' };
@@ -762,17 +667,7 @@ export class S3Store extends ObjectStore {
     op: string,
   ): Promise<GetResult> {
     const range = options.range;
-    if (
-      range &&
-      !(
-        Number.isSafeInteger(range.start) &&
-        Number.isSafeInteger(range.end) &&
-        range.start >= 0 &&
-        range.end > range.start
-      )
-    ) {
-      throw new RangeError(`bad byte range [${range.start}, ${range.end})`);
-    }
+    checkByteRange(range);
     return this.call<GetResult>(
       { bucket, key, op },
       async (client, sdk) => {
@@ -811,7 +706,7 @@ export class S3Store extends ObjectStore {
             maxBytes: upTo,
           });
           if (whole === undefined) return undefined;
-          if (whole !== 'larger') return leanWholeResult(key, whole);
+          if (whole !== 'larger') return leanResult(key, whole);
         }
         // The transfer has the signal: an abort rejects `pipeTo` and errors `body`.
         const res = await lean.get(bucket, key, { versionId, range, signal: options.signal });
@@ -867,9 +762,10 @@ export class S3Store extends ObjectStore {
       body = source;
     } else {
       input = typeof source === 'string' ? createReadStream(source) : source;
-      const check = new LengthCheck(size, options.onProgress);
-      pipeline(input, check, (error) => {
-        if (!error) return;
+      const check = Readable.from(exactBytes(input, size, options.onProgress), {
+        objectMode: false,
+      });
+      check.on('error', (error) => {
         sourceError ??= error;
         request.abort(error);
       });
@@ -990,7 +886,7 @@ export class S3Store extends ObjectStore {
     prefix: string,
     options: SignalOptions = {},
   ): AsyncIterable<VersionRecord> {
-    const state = await this.versioningOf(bucket);
+    const state = await this.versioning.get(bucket);
     if (state === 'missing') return;
     await this.requireVersions(bucket, 'history');
     let keyMarker: string | undefined;
@@ -1160,7 +1056,7 @@ export class S3Store extends ObjectStore {
           },
           source.size,
         );
-        if (copied.versionId === undefined && (await this.versioningOf(bucket)) === 'enabled') {
+        if (copied.versionId === undefined && (await this.versioning.get(bucket)) === 'enabled') {
           // Ceph 16 sends no x-amz-version-id for a copy: the new version is what a HEAD sees,
           // if it has the copy's ETag (a write in between leaves the ID unknown, not wrong).
           const after = await client.send(
@@ -1194,13 +1090,7 @@ export class S3Store extends ObjectStore {
    * allows it and the bucket keeps versions, else `none`.
    */
   override async _createMode(bucket: string): Promise<CreateMode> {
-    let mode = this.createModes.get(bucket);
-    if (!mode) {
-      mode = this.probeCreateMode(bucket);
-      this.createModes.set(bucket, mode);
-      mode.catch(() => this.createModes.delete(bucket));
-    }
-    return mode;
+    return this.createModes.get(bucket);
   }
 
   private async probeCreateMode(bucket: string): Promise<CreateMode> {
@@ -1227,7 +1117,7 @@ export class S3Store extends ObjectStore {
     } finally {
       await this.removeProbe(bucket, key);
     }
-    const versioned = (await this.versioningOf(bucket)) === 'enabled';
+    const versioned = (await this.versioning.get(bucket)) === 'enabled';
     const mode: CreateMode = honoured
       ? 'atomic'
       : versioned && this.createFallback === 'oldest-version-wins'

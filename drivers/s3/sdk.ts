@@ -8,45 +8,29 @@
  *
  * @module
  */
-import { ProvcatError } from '../../src/errors.js';
+import { lazyModule } from '../../src/lazy-module.js';
 
 /** The `@aws-sdk/client-s3` module. */
 export type S3Sdk = typeof import('@aws-sdk/client-s3');
 /** The `@smithy/node-http-handler` module. */
 export type HttpHandlerModule = typeof import('@smithy/node-http-handler');
 
-let sdk: Promise<S3Sdk> | undefined;
-let handler: Promise<HttpHandlerModule> | undefined;
-
-function missing(name: string, cause: unknown): ProvcatError {
-  return new ProvcatError(
-    `the s3 driver needs ${name}, which failed to load (npm install ${name}): ${String(cause)}`,
-    { cause },
-  );
-}
+const sdk = lazyModule('s3', '@aws-sdk/client-s3', () => import('@aws-sdk/client-s3'));
 
 /**
  * True once this process asked for `@aws-sdk/client-s3` (a command that needed the SDK client;
  * the lean read path does not). For tests and debugging.
  */
 export function s3SdkRequested(): boolean {
-  return sdk !== undefined;
+  return sdk.made;
 }
 
 /** `@aws-sdk/client-s3`, imported once on first use. A failed import is retried on the next call. */
-export function loadS3Sdk(): Promise<S3Sdk> {
-  sdk ??= import('@aws-sdk/client-s3').catch((cause: unknown) => {
-    sdk = undefined;
-    throw missing('@aws-sdk/client-s3', cause);
-  });
-  return sdk;
-}
+export const loadS3Sdk: () => Promise<S3Sdk> = sdk;
 
 /** `@smithy/node-http-handler`, imported once on first use. */
-export function loadHttpHandler(): Promise<HttpHandlerModule> {
-  handler ??= import('@smithy/node-http-handler').catch((cause: unknown) => {
-    handler = undefined;
-    throw missing('@smithy/node-http-handler', cause);
-  });
-  return handler;
-}
+export const loadHttpHandler: () => Promise<HttpHandlerModule> = lazyModule(
+  's3',
+  '@smithy/node-http-handler',
+  () => import('@smithy/node-http-handler'),
+);

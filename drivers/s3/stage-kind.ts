@@ -6,8 +6,9 @@
  *   "endpoint": "http://127.0.0.1:7480", "forcePathStyle": true, "tenant": "acme" }
  * ```
  *
- * The stage string `s3://bucket/prefix/` takes region, endpoint and path style from the AWS
- * environment, read by config.ts (the driver's one place for it). The descriptor decides the
+ * The shape is every bucket stage's (src/lake/bucket-stage.ts). The stage string
+ * `s3://bucket/prefix/` takes region, endpoint and path style from the AWS environment, read by
+ * config.ts (the driver's one place for it). The descriptor decides the
  * topology: without an endpoint in it, the environment's `AWS_ENDPOINT_URL_S3` does not redirect
  * the stage elsewhere. The backend is an {@link S3Store} (loaded on first use), so reads take the
  * driver's lean path and uploads its multipart protocol.
@@ -15,16 +16,9 @@
  * @module
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import {
-  checkEndpoint,
-  checkFields,
-  decodeStagePrefix,
-  fail,
-  joinPrefix,
-  normalizePrefix,
-} from '../../src/lake/descriptor-fields.js';
+import { bucketStageKind } from '../../src/lake/bucket-stage.js';
+import { checkEndpoint, fail } from '../../src/lake/descriptor-fields.js';
 import type { StageDescriptor, StageKind } from '../../src/lake/kinds.js';
-import { objectLocations } from '../../src/lake/locations.js';
 import { resolveS3Config } from './config.js';
 
 /** A stage in one S3 bucket, below one key prefix. */
@@ -41,34 +35,14 @@ export interface S3StageDescriptor extends StageDescriptor {
   readonly forcePathStyle?: boolean | undefined;
 }
 
-const FIELDS = [
-  'version',
-  'kind',
-  'bucket',
-  'prefix',
-  'region',
-  'endpoint',
-  'forcePathStyle',
-  'tenant',
-];
-const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const REGION = /^[a-z0-9-]{1,64}$/;
 
-function asS3(descriptor: StageDescriptor): S3StageDescriptor {
-  return descriptor as S3StageDescriptor;
-}
-
 /** The `s3` kind (see the module comment). */
-export const s3StageKind: StageKind = {
+export const s3StageKind: StageKind = bucketStageKind({
   kind: 's3',
-
-  parse(record, tenant) {
-    checkFields(record, FIELDS);
-    const { bucket, prefix, region, endpoint, forcePathStyle } = record;
-    if (typeof bucket !== 'string' || !BUCKET.test(bucket)) {
-      fail(`bucket must be an S3 bucket name, not ${JSON.stringify(bucket)}`);
-    }
-    if (typeof prefix !== 'string') fail('prefix must be a string (use "" for the whole bucket)');
+  bucketName: { pattern: /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, what: 'an S3 bucket name' },
+  fields: ['region', 'endpoint', 'forcePathStyle'],
+  own({ region, endpoint, forcePathStyle }) {
     if (typeof region !== 'string' || !REGION.test(region)) {
       fail(`region must be a region name, not ${JSON.stringify(region)}`);
     }
@@ -76,54 +50,26 @@ export const s3StageKind: StageKind = {
     if (forcePathStyle !== undefined && typeof forcePathStyle !== 'boolean') {
       fail('forcePathStyle must be true or false');
     }
-    return Object.freeze({
-      version: 1,
-      kind: 's3',
-      bucket,
-      prefix: normalizePrefix(prefix),
+    return {
       region,
-      ...(endpoint === undefined ? {} : { endpoint: endpoint as string }),
+      ...(endpoint === undefined ? {} : { endpoint }),
       ...(forcePathStyle === undefined ? {} : { forcePathStyle }),
-      ...(tenant === undefined ? {} : { tenant }),
-    });
+    };
   },
-
-  fromString(text, env) {
-    const m = /^s3:\/\/([^/?#]+)(?:\/([^?#]*))?$/.exec(text);
-    if (!m) return undefined;
+  fromEnv(env) {
     const config = resolveS3Config({}, env);
-    return s3StageKind.parse(
-      {
-        version: 1,
-        kind: 's3',
-        bucket: m[1],
-        prefix: decodeStagePrefix(m[2] ?? '', text),
-        region: config.region,
-        ...(config.endpoint === undefined ? {} : { endpoint: config.endpoint }),
-        forcePathStyle: config.forcePathStyle,
-      },
-      undefined,
-    );
+    return {
+      region: config.region,
+      ...(config.endpoint === undefined ? {} : { endpoint: config.endpoint }),
+      forcePathStyle: config.forcePathStyle,
+    };
   },
-
-  locations(descriptor) {
-    const d = asS3(descriptor);
-    return objectLocations('s3', d.bucket, joinPrefix(d.prefix, d.tenant));
-  },
-
-  identity(descriptor) {
-    const d = asS3(descriptor);
-    return `s3|${d.endpoint ?? ''}|${d.bucket}|${joinPrefix(d.prefix, d.tenant)}`;
-  },
-
-  async backend(descriptor, options) {
-    const d = asS3(descriptor);
-    const [{ S3Store }, { storeBackend }] = await Promise.all([
-      import('./s3-store.js'),
-      import('../../src/lake/backend.js'),
-    ]);
+  endpoint: (d) => (d as S3StageDescriptor).endpoint ?? '',
+  async store(descriptor, options) {
+    const d = descriptor as S3StageDescriptor;
+    const { S3Store } = await import('./s3-store.js');
     const env = options.env ?? process.env;
-    const store = new S3Store({
+    return new S3Store({
       client: options.client as S3Client | undefined,
       region: d.region,
       endpoint: d.endpoint,
@@ -131,6 +77,5 @@ export const s3StageKind: StageKind = {
       offline: options.offline,
       env: d.endpoint === undefined ? { ...env, AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true' } : env,
     });
-    return storeBackend(store, d.bucket);
   },
-};
+});

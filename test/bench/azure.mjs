@@ -20,6 +20,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { refetchTools } from './refetch-tools.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
@@ -240,35 +241,16 @@ export async function azureCases(h, env) {
     ),
   ];
 
-  const cache = await h.freshDir('az-refetch');
-  const rcloneDir = await h.freshDir('az-refetch-rclone');
-  h.runQuiet(provcat(cache), azEnv);
-  h.runQuiet(rclone(rcloneDir), azEnv);
-  await h.expectFolder(rcloneDir, folder);
-  const again = [
-    h.tool('provcat fetch (cached)', {
-      provcat: true,
-      argv: () => provcat(cache),
-      shown: `PROVCAT_CACHE_DIR=$CACHE provcat fetch ${src} --json`,
-      check: (_ctx, r) => {
-        const o = h.lastJson(r.stdout);
-        if (o.downloaded !== 0 || o.files !== folder.files)
-          throw new Error(`not a no-op: ${r.stdout}`);
-      },
-      env: azEnv,
-    }),
-    h.tool('rclone copy (default)', {
-      argv: () => rclone(rcloneDir),
-      shown: rclone('$DEST').join(' '),
-      env: azEnv,
-    }),
-    h.tool('rclone copy --use-server-modtime', {
-      argv: () => rclone(rcloneDir, '--use-server-modtime'),
-      shown: rclone('$DEST', '--use-server-modtime').join(' '),
-      env: azEnv,
-    }),
-  ];
-  again[0].requests = await counted(provcat(cache));
+  const again = await refetchTools(h, {
+    provcat,
+    rclone,
+    src,
+    remote: rcloneSrc,
+    folder,
+    env: azEnv,
+    label: 'az',
+  });
+  again[0].requests = await counted(again[0].argv());
   out.push(
     await h.runCase(
       {

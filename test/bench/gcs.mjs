@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { refetchTools } from './refetch-tools.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
@@ -204,35 +205,18 @@ export async function gcsCases(h) {
         env,
       ),
     );
-    const cache = await h.freshDir('gcs-refetch-cache');
-    const rcloneDir = await h.freshDir('gcs-refetch-rclone');
-    h.runQuiet(provcat(cache), env);
-    h.runQuiet(rclone(rcloneDir), env);
-    await h.expectFolder(rcloneDir, FOLDER);
+    const warm = await refetchTools(h, {
+      provcat,
+      rclone,
+      src,
+      remote,
+      folder: FOLDER,
+      env,
+      label: 'gcs',
+    });
     await server.take();
-    h.runQuiet(provcat(cache), env);
+    h.runQuiet(warm[0].argv(), env);
     const refetchRequests = await server.take();
-    const warm = [
-      h.tool('provcat fetch (cached)', {
-        provcat: true,
-        argv: () => provcat(cache),
-        shown: `PROVCAT_CACHE_DIR=$CACHE provcat fetch ${src} --json`,
-        check: (_ctx, r) => {
-          const out = h.lastJson(r.stdout);
-          if (out.downloaded !== 0 || out.files !== FOLDER.files) {
-            throw new Error(`provcat refetch was not a no-op: ${r.stdout}`);
-          }
-        },
-      }),
-      h.tool('rclone copy (default)', {
-        argv: () => rclone(rcloneDir),
-        shown: `rclone copy --transfers 16 --checkers 16 ${remote} $DEST`,
-      }),
-      h.tool('rclone copy --use-server-modtime', {
-        argv: () => rclone(rcloneDir, '--use-server-modtime'),
-        shown: `rclone copy --use-server-modtime --transfers 16 --checkers 16 ${remote} $DEST`,
-      }),
-    ];
     warm[0].requests = { total: refetchRequests, byMethod: {} };
     cases.push(
       await h.runCase(

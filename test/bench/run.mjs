@@ -6,6 +6,8 @@
 //   node test/bench/run.mjs --quick        small sizes, 2 runs, writes nothing (a smoke test)
 //   node test/bench/run.mjs --cases 1,3    some cases only (writes nothing unless --write)
 //   node test/bench/run.mjs --cases 8      the embedded store only (no S3 server, no peers)
+//   node test/bench/run.mjs --cases L      the latency cases: 20 ms round trips through a delay
+//                                          proxy in front of Ceph (test/bench/latency.mjs)
 //   node test/bench/run.mjs --cases 9      the optional case 9: undici against the hand-written
 //                                          HTTP/1.1 client (test/bench/undici-vs-http1.mjs)
 //
@@ -44,6 +46,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { azureCases, azureTargets } from './azure.mjs';
 import { gcsCases, gcsTargets } from './gcs.mjs';
+import { latencyCases, latencyTargets } from './latency.mjs';
+import { refetchTools as sharedRefetchTools } from './refetch-tools.mjs';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -58,7 +62,7 @@ const SMALL_BUCKET = 'provcat-bench-small-v1';
 
 const { values: opt } = parseArgs({
   options: {
-    cases: { type: 'string', default: '1,2,3,4,5,6,7,8' },
+    cases: { type: 'string', default: '1,2,3,4,5,6,7,8,L' },
     runs: { type: 'string' },
     'big-runs': { type: 'string' },
     'heavy-runs': { type: 'string' },
@@ -79,6 +83,7 @@ if (opt.help) {
       '                               [--local-mib M] [--heavy-runs N] [--all-peers] [--quick]',
       '                               [--write|--no-write] [--clean]',
       '  --cases   1-7 need the S3 server; 8 is the embedded store alone (local://, cp + sync)',
+      '  --cases L       the latency cases (latency.mjs: 10 ms each way through a delay proxy, rclone); in the default set',
       '  --cases g       the GCS cases (gcs.mjs: the GCS test server, rclone, the raw GCS SDK); not in the default set',
       '  --cases az      the Azure cases (azure.mjs: Azurite, rclone, the raw Azure SDK); not in the default set',
       '  --runs N        counted runs of the light cases (default 5; each after one warm-up round)',
@@ -810,21 +815,8 @@ function folderTools(folder, { aws = true, signer = false } = {}) {
 
 async function refetchTools(folder, env) {
   const src = `s3://${SMALL_BUCKET}/${folder.prefix}`;
-  const cache = await freshDir('refetch-cache');
-  const rcloneDir = await freshDir('refetch-rclone');
+  const remote = `ceph:${SMALL_BUCKET}/${folder.prefix}`;
   const awsDir = await freshDir('refetch-aws');
-  const rcloneArgv = (...extra) => [
-    'rclone',
-    'copy',
-    ...extra,
-    '--transfers',
-    '16',
-    '--checkers',
-    '16',
-    `ceph:${SMALL_BUCKET}/${folder.prefix}`,
-    rcloneDir,
-  ];
-  const provcatArgv = ['env', `PROVCAT_CACHE_DIR=${cache}`, ...provcat('fetch', src, '--json')];
   const awsArgv = [
     AWS,
     '--endpoint-url',
@@ -836,33 +828,34 @@ async function refetchTools(folder, env) {
     awsDir,
   ];
   // Populate every copy once (untimed); the counted runs are then no-ops.
-  runQuiet(provcatArgv, env);
-  runQuiet(rcloneArgv(), env);
+  const tools = await sharedRefetchTools(
+    { tool, freshDir, expectFolder, lastJson, runQuiet },
+    {
+      provcat: (cache) => ['env', `PROVCAT_CACHE_DIR=${cache}`, ...provcat('fetch', src, '--json')],
+      rclone: (dir, ...extra) => [
+        'rclone',
+        'copy',
+        ...extra,
+        '--transfers',
+        '16',
+        '--checkers',
+        '16',
+        remote,
+        dir,
+      ],
+      src,
+      remote,
+      folder,
+      env,
+      label: 's3',
+    },
+  );
   runQuiet(awsArgv, env);
-  await expectFolder(rcloneDir, folder);
   await expectFolder(awsDir, folder);
-  return [
-    tool('provcat fetch (cached)', {
-      provcat: true,
-      argv: () => provcatArgv,
-      shown: `PROVCAT_CACHE_DIR=$CACHE provcat fetch ${src} --json`,
-      check: (_ctx, r) => {
-        const out = lastJson(r.stdout);
-        if (out.downloaded !== 0 || out.files !== folder.files) {
-          throw new Error(`provcat refetch was not a no-op: ${r.stdout}`);
-        }
-      },
-    }),
-    tool('rclone copy (default)', {
-      argv: () => rcloneArgv(),
-      shown: show(rcloneArgv()).replace(rcloneDir, '$DEST'),
-    }),
-    tool('rclone copy --use-server-modtime', {
-      argv: () => rcloneArgv('--use-server-modtime'),
-      shown: show(rcloneArgv('--use-server-modtime')).replace(rcloneDir, '$DEST'),
-    }),
+  tools.push(
     tool('aws s3 sync', { argv: () => awsArgv, shown: show(awsArgv).replace(awsDir, '$DEST') }),
-  ];
+  );
+  return tools;
 }
 
 /** provcat's request counts for one command: run once through the counting proxy. */
@@ -1001,7 +994,7 @@ try {
 
   const A = smallFolder(SMALL_A);
   const B = smallFolder(SMALL_B);
-  const needSmall = ['1', '2', '3', '6', '7'].some((c) => selected.has(c));
+  const needSmall = ['1', '2', '3', '6', '7', 'L'].some((c) => selected.has(c));
   if (needSmall) {
     await makeBucket(SMALL_BUCKET, true);
     await seedSmall(A);
@@ -1152,6 +1145,14 @@ try {
         env,
       ),
     );
+  }
+
+  if (selected.has('L')) {
+    // Cases L1 and L2: the same folder as case 1 through a delay proxy (latency.mjs).
+    const rmDir = (dir) => rm(dir, { recursive: true, force: true });
+    const h = { runCase, tool, freshDir, expectFolder, lastJson, runQuiet, rm: rmDir };
+    const more = { env, creds, endpoint: ENDPOINT, bucket: SMALL_BUCKET, folder: A, CLI };
+    cases.push(...(await latencyCases({ ...h, ...more, runs: RUNS, log, cleanups })));
   }
 
   if (selected.has('g')) {
@@ -1500,6 +1501,7 @@ function targets(result) {
     ratio('8b', 'provcat fetch (local://, cold)', 'cp + sync FILE (durable)'),
     1.5,
   );
+  latencyTargets(add, ratio, row, result);
   gcsTargets(add, ratio);
   azureTargets(add, ratio);
   for (const t of ['provcat stat ?at=commit (cached)', 'provcat ls ?at=commit (cached)']) {

@@ -6,6 +6,8 @@
  * uploads (the driver contract's read rules; with `flags.parts`, puts through the upload engine
  * and the part protocol itself), the managed stage (when the target gives `stage`), and (when
  * `flags.versions`) pin/commit/log/branch. Every test works under a random prefix.
+ * {@link faultSuite} is the fault suite (a fault proxy and a SIGKILL loop) for the same targets,
+ * and {@link startFaultProxy} its proxy, usable on its own.
  *
  * @module
  */
@@ -18,7 +20,32 @@ import type { ConformanceTarget } from './target.js';
 import { uploadsSuite } from './uploads.js';
 import { versionsSuite } from './versions.js';
 
-export type { ConformanceFlags, ConformanceTarget } from './target.js';
+export {
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultProxy,
+  type FaultProxyOptions,
+  type FaultRule,
+  type ProxyStats,
+  startFaultProxy,
+} from './fault-proxy.js';
+export {
+  type FaultConfig,
+  type FaultSuiteOptions,
+  Figures,
+  type FiguresJson,
+  faultConfig,
+  faultSuite,
+  INVARIANTS,
+  type Invariant,
+  KNOWN_FINDINGS,
+} from './faults.js';
+export type {
+  ConformanceFlags,
+  ConformanceTarget,
+  NetworkAccess,
+  TargetStoreOptions,
+} from './target.js';
 export { randomPrefix } from './target.js';
 
 /** Register the whole conformance suite for one driver. */

@@ -29,17 +29,53 @@ export interface ConformanceFlags {
   listsUploads?: boolean | undefined;
 }
 
+/** The options a target's `store()` takes: every store's, and an endpoint to reach the server at. */
+export interface TargetStoreOptions extends StoreOptions {
+  /**
+   * Reach the server at this URL instead of its own (the fault suite passes a fault proxy's).
+   * Only targets with {@link ConformanceTarget.network} are given one.
+   */
+  endpoint?: string | undefined;
+}
+
+/** How the fault suite puts a proxy between a driver that talks HTTP/1.1 and its server. */
+export interface NetworkAccess {
+  /** The server's own URL (`http://127.0.0.1:7480`): the proxy forwards to it. */
+  endpoint: string;
+  /** The environment a child process (the CLI) needs to reach the server at `url` instead. */
+  env(url: string): Record<string, string>;
+  /** Puts of at least this many bytes through `store()` are multipart uploads (the suite makes one). */
+  multipartBytes?: number | undefined;
+}
+
 /** A driver under test. */
 export interface ConformanceTarget {
   /** Label for the suite. */
   name: string;
   /** A new store over the target. Tests pass their own `cache` (a temp dir) and `offline`. */
-  store(options?: StoreOptions): ObjectStore;
+  store(options?: TargetStoreOptions): ObjectStore;
   /** A bucket the tests may write to (versioned when `flags.versions`); every test uses a random prefix in it. */
   bucket: string;
   flags: ConformanceFlags;
   /** Environment a child process needs so that `storeFor()` reaches the same store. */
   env?: Record<string, string> | undefined;
+  /** Set for a driver with a network endpoint: the fault suite's network part runs through a proxy. */
+  network?: NetworkAccess | undefined;
+  /**
+   * A managed-object stage for `prefix` (a relative folder, ending in `/`), as `provcat upload
+   * --stage` takes it (`file:///…/`, `s3://bucket/prefix/`); the fault suite's upload trials
+   * need it. (`stage` is the managed stage the conformance suite tests.)
+   */
+  stageUri?: ((prefix: string) => string) | undefined;
+  /**
+   * Remove every version of every key under `prefix` (a key prefix of `bucket`, ending in `/`,
+   * never written again). The fault suite calls it as it goes, so that thousands of trials on a
+   * versioned bucket keep little stored. A stage from {@link stageUri} that is not a `file://`
+   * folder must keep its objects under the same `prefix` of `bucket`, so that this removes them.
+   */
+  purge?: ((prefix: string) => Promise<void>) | undefined;
+  /** Local folders the store itself writes into (the local store's root), checked for temps. */
+  localDirs?: string[] | undefined;
   /**
    * A managed stage on the target under a fresh prefix (the stage part of the suite runs when
    * given). `partSize` is the smallest the store accepts, so uploads of a few parts stay small.
