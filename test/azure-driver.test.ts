@@ -340,6 +340,10 @@ describeAzurite('azure driver on Azurite', () => {
         expect(error).toBeInstanceOf(SourceError);
         await expect(store._head(name, `${p}x.bin`)).rejects.toBeInstanceOf(NotFound);
       }
+      // Bytes are their own size: another one given is a caller's mistake (putObject says so).
+      await expect(
+        store._put(name, `${p}x.bin`, Buffer.from('abc'), { size: 10 }),
+      ).rejects.toBeInstanceOf(RangeError);
     });
 
     it('deletes conditionally: a moved ETag is PreconditionFailed and keeps the blob', async () => {

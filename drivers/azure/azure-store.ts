@@ -19,6 +19,7 @@ import { ObjectStore } from '../../src/object-store.js';
 import { pageSize, tokenPages } from '../../src/paging.js';
 import { RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS } from '../../src/retry.js';
 import { exactDownload, sendSized } from '../../src/sized-body.js';
+import { historyOf, newerIdFirst } from '../../src/version-history.js';
 import { AzureBlocks } from './blocks.js';
 import { type AzureConfig, type AzureStoreOptions, resolveAzureConfig } from './config.js';
 import { azUriText, type AzureErrorContext as Ctx, mapAzureError } from './errors.js';
@@ -326,41 +327,27 @@ export class AzureStore extends ObjectStore {
   }
 
   /**
-   * List Blobs with `include=versions`: per blob its versions newest first, after a delete marker
-   * when none is current; blobs in UTF-8 order. A missing container yields nothing.
+   * List Blobs with `include=versions`, in UTF-8 order, into history (src/version-history.ts): a
+   * blob without a current version gets a delete marker. A missing container yields nothing.
    */
   override async *_history(c: string, prefix: string, o: Opts = {}) {
     const options = { prefix: prefix || undefined, includeVersions: true, abortSignal: o.signal };
     const pages = this.listing({ container: c, key: prefix, op: 'history' }, (s) =>
       s.getContainerClient(c).listBlobsFlat(options).byPage({ maxPageSize: 5000 }),
     );
-    const self = this;
-    // Per page, the blobs whose versions all came (a blob's are listed oldest first).
-    async function* blobs(): AsyncIterable<D.VersionRecord[][]> {
-      const open: D.VersionRecord[] = [];
-      for await (const page of pages) {
-        const done: D.VersionRecord[][] = [];
-        for (const { name: key, versionId, properties: p, ...b } of page.segment.blobItems) {
-          if (!versionId)
-            throw self.unversioned('history', c, key, 'a blob is listed without a version ID');
-          if (open[0] && open[0].key !== key) done.push(open.splice(0));
-          const [size, current] = [p.contentLength ?? 0, b.isCurrentVersion === true];
-          open.push({ key, versionId, size, current, lastModified: p.lastModified });
-        }
-        yield done;
-      }
-      yield [open];
+    const record = ({ name: key, versionId, properties: p, isCurrentVersion }: BlobItem) => {
+      if (!versionId)
+        throw this.unversioned('history', c, key, 'a blob is listed without a version ID');
+      const [size, current] = [p.contentLength ?? 0, isCurrentVersion === true];
+      return { key, versionId, size, current, lastModified: p.lastModified };
+    };
+    async function* batches() {
+      for await (const page of pages) yield page.segment.blobItems.map(record);
     }
-    for await (const ready of inUtf8Order(blobs(), prefix.length, (g) => g[0]?.key ?? '')) {
-      for (const versions of ready.map((v) => v.reverse())) {
-        const [newest] = versions;
-        if (newest && !versions.some((v) => v.current)) {
-          const versionId = `deleted:${newest.versionId}`;
-          yield { key: newest.key, versionId, size: null, current: true };
-        }
-        yield* versions;
-      }
+    async function* versions() {
+      for await (const ready of inUtf8Order(batches(), prefix.length, (v) => v.key)) yield* ready;
     }
+    yield* historyOf(versions(), newerIdFirst, (v) => `deleted:${v.versionId}`);
   }
 
   /** Get Blob Properties of one version; `NotSupported` when the answer is of another. */

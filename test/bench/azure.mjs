@@ -8,7 +8,8 @@
 // How: Azurite starts standalone (`npm run server:azurite -- --port PORT`, in-memory) for the
 // case and stops after it; its CPU is the "server CPU" column. 1,000 × 4 KiB objects are seeded
 // through the SDK in the same layout as the S3 cases. az1 is a cold folder fetch, az2 an unchanged
-// refetch. provcat reads with the driver's defaults (lean reads signed with the account key);
+// refetch. provcat reads with the driver's defaults (lean reads signed with the account key),
+// and once more with PROVCAT_AZURE_LEAN=0 (the SDK's reads, what the lean path is measured by);
 // one extra, untimed run goes through a counting proxy for the request count. The raw SDK loop is
 // plain BlobServiceClient.fromConnectionString, a listing, then download() 16 at a time streamed
 // to files, as Microsoft's samples show it: no cache, no fsync, no integrity check.
@@ -150,9 +151,10 @@ export async function azureCases(h, env) {
   );
   const src = `az://${CONTAINER}/${folder.prefix}`;
   const rcloneSrc = `az:${CONTAINER}/${folder.prefix}`;
-  const provcat = (cache) => [
+  const provcat = (cache, ...settings) => [
     'env',
     `PROVCAT_CACHE_DIR=${cache}`,
+    ...settings,
     'node',
     h.CLI,
     'fetch',
@@ -180,12 +182,12 @@ export async function azureCases(h, env) {
     rcloneSrc,
     dir,
   ];
-  const cold = [
-    h.tool('provcat fetch', {
+  const provcatCold = (name, ...settings) =>
+    h.tool(name, {
       provcat: true,
       prepare: async () => ({ cache: await h.freshDir('cache') }),
-      argv: (ctx) => provcat(ctx.cache),
-      shown: `PROVCAT_CACHE_DIR=$EMPTY_CACHE provcat fetch ${src} --json`,
+      argv: (ctx) => provcat(ctx.cache, ...settings),
+      shown: `PROVCAT_CACHE_DIR=$EMPTY_CACHE ${settings.map((x) => `${x} `).join('')}provcat fetch ${src} --json`,
       check: async (_ctx, r) => {
         const out = h.lastJson(r.stdout);
         if (out.downloaded !== folder.files)
@@ -194,7 +196,11 @@ export async function azureCases(h, env) {
       },
       cleanup: (ctx) => h.rm(ctx.cache, { recursive: true, force: true }),
       env: azEnv,
-    }),
+    });
+  const cold = [
+    provcatCold('provcat fetch'),
+    // The driver's SDK reads instead of the lean path (what lean.ts is measured against).
+    provcatCold('provcat fetch (PROVCAT_AZURE_LEAN=0)', 'PROVCAT_AZURE_LEAN=0'),
     dirTool('rclone copy --transfers 16', (dir) => rclone(dir)),
     dirTool('raw SDK loop (16 at a time)', (dir) => [
       'node',
@@ -251,6 +257,15 @@ export async function azureCases(h, env) {
     label: 'az',
   });
   again[0].requests = await counted(again[0].argv());
+  // The same refetch on the driver's SDK reads: the listing then loads @azure/storage-blob.
+  const [envWord, cacheSetting, ...rest] = again[0].argv();
+  again.splice(1, 0, {
+    ...again[0],
+    name: 'provcat fetch (cached, PROVCAT_AZURE_LEAN=0)',
+    argv: () => [envWord, cacheSetting, 'PROVCAT_AZURE_LEAN=0', ...rest],
+    shown: again[0].shown.replace('provcat fetch', 'PROVCAT_AZURE_LEAN=0 provcat fetch'),
+    requests: undefined,
+  });
   out.push(
     await h.runCase(
       {
