@@ -45,8 +45,9 @@ export interface AdaptiveWindow {
 /**
  * Run `fn(item, signal)` for every item, starting with `start` in flight. After each round (as
  * many completions as the window holds; the first round is a warm-up and only starts the clock)
- * the completion rate is compared with the previous round's: while it rose by at least `gain`, the window grows by half (up to `max`); once a
- * round shows no gain it stays where it is. So a run bound by CPU or by the server stays near
+ * the completion rate is compared with the previous round's: while it rose by at least `gain`, the window doubles (up to `max`); after two rounds
+ * in a row without gain (one may be noise, so the window still doubles after it) it stays where
+ * it is. So a run bound by CPU or by the server stays near
  * `start`, and a run bound by round trips climbs to `max` within a few rounds.
  */
 export async function forEachAdaptive<T>(
@@ -71,6 +72,7 @@ export async function forEachAdaptive<T>(
   let roundDone = 0;
   let roundStart = now();
   let lastRate = 0;
+  let misses = 0;
   // The first round pays for connections, compilation and the first file-system calls: it only
   // starts the clock, so that no growth is judged against it.
   let warmingUp = true;
@@ -83,12 +85,18 @@ export async function forEachAdaptive<T>(
       roundStart = now();
       return;
     }
-    if (lastRate > 0 && rate < lastRate * gain) growing = false;
+    // One round without gain may be noise (a busy machine): probe once more, stop at the second.
+    if (lastRate > 0 && rate < lastRate * gain) {
+      misses++;
+      if (misses >= 2) growing = false;
+    } else {
+      misses = 0;
+    }
     lastRate = rate;
     roundDone = 0;
     roundStart = now();
     if (!growing || exhausted) return;
-    const next = Math.min(limit, Math.ceil(size * 1.5));
+    const next = Math.min(limit, size * 2);
     for (let i = size; i < next; i++) workers.push(worker());
     size = next;
     growing = size < limit;

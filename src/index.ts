@@ -99,6 +99,7 @@ export {
 } from './retry.js';
 export { type ServiceFailure, serviceError } from './service-errors.js';
 export {
+  ADAPTIVE_MAX_CONCURRENCY,
   offlineFromEnv,
   type Progress,
   type ProgressCallback,
