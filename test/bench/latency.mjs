@@ -1,6 +1,7 @@
 // The latency cases of the benchmark (`node test/bench/run.mjs --cases L`): a cold folder fetch
-// and an unchanged refetch of 1,000 × 4 KiB through a delay proxy in front of Ceph, provcat
-// against rclone through the same proxy, and the round-trip bound.
+// (L1) and an unchanged refetch (L2) of 1,000 × 4 KiB through a delay proxy in front of Ceph at
+// 20 ms round trips, provcat against rclone through the same proxy, and the round-trip bound;
+// and the cold fetch again at 80 ms (L3), where round trips outweigh this machine's CPU.
 //
 // - Every other case runs with client and server on one machine (sub-millisecond round trips),
 //   where CPU per request decides. Real buckets are 10–50 ms away, where the number of requests
@@ -21,7 +22,6 @@ import { fileURLToPath } from 'node:url';
 import { refetchTools } from './refetch-tools.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const ONE_WAY_MS = 10;
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -30,10 +30,10 @@ const median = (xs) => {
 };
 
 /** Start delay-proxy.mjs in front of `target`; resolves with its URL and a stop function. */
-async function startProxy(target) {
+async function startProxy(target, oneWayMs) {
   const child = spawn(
     process.execPath,
-    [path.join(here, 'delay-proxy.mjs'), '--target', target, '--ms', String(ONE_WAY_MS)],
+    [path.join(here, 'delay-proxy.mjs'), '--target', target, '--ms', String(oneWayMs)],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let out = '';
@@ -118,7 +118,19 @@ function windowReached(argv, env) {
  * cleanups); resolves with the cases and the measured figures for the targets.
  */
 export async function latencyCases(h) {
-  const proxy = await startProxy(h.endpoint);
+  return [
+    ...(await latencyRun(h, { oneWayMs: 10, cold: 'L1', refetch: 'L2', fixed: true })),
+    // Where round trips do dominate this machine's CPU: the cold fetch alone.
+    ...(await latencyRun(h, { oneWayMs: 40, cold: 'L3' })),
+  ];
+}
+
+/**
+ * One delay: a cold fetch case (`cold`; with `fixed`, provcat at a fixed 16 in flight too) and,
+ * when `refetch` names one, the unchanged refetch case.
+ */
+async function latencyRun(h, { oneWayMs, cold: coldId, refetch: refetchId, fixed = false }) {
+  const proxy = await startProxy(h.endpoint, oneWayMs);
   h.cleanups.push(() => proxy.stop());
   const rtt = await roundTrip(`${proxy.url}/`);
   const listing = await listingMs(proxy.url, h.bucket, h.folder.prefix, h.creds);
@@ -171,7 +183,7 @@ export async function latencyCases(h) {
     });
   const cold = [
     provcatCold('provcat fetch'),
-    provcatCold('provcat fetch --concurrency 16', '--concurrency', '16'),
+    ...(fixed ? [provcatCold('provcat fetch --concurrency 16', '--concurrency', '16')] : []),
     h.tool('rclone copy --transfers 16', {
       prepare: async () => ({ dir: await h.freshDir('latency-dest') }),
       argv: (ctx) => rclone(ctx.dir),
@@ -189,8 +201,8 @@ export async function latencyCases(h) {
   cases.push(
     await h.runCase(
       {
-        id: 'L1',
-        title: `cold folder fetch, ${name}, ${2 * ONE_WAY_MS} ms round trips`,
+        id: coldId,
+        title: `cold folder fetch, ${name}, ${2 * oneWayMs} ms round trips`,
         tools: cold,
         runs: h.runs,
         note: `round trip ${rtt.toFixed(1)} ms, listing ${listing.toFixed(1)} ms (measured through the proxy); provcat's window reached ${reached}; bound ceil(${folder.files} / in-flight) × round trip + listing: ${bound(reached).toFixed(2)} s at ${reached}, ${bound(16).toFixed(2)} s at 16`,
@@ -198,6 +210,18 @@ export async function latencyCases(h) {
       env,
     ),
   );
+  const figures = {
+    rttMs: rtt,
+    listingMs: listing,
+    windowReached: reached,
+    boundSeconds: bound(reached),
+    bound16Seconds: bound(16),
+  };
+  cases[0].latency = figures;
+  if (refetchId === undefined) {
+    await proxy.stop();
+    return cases;
+  }
   const warm = await refetchTools(h, {
     provcat,
     rclone,
@@ -210,22 +234,16 @@ export async function latencyCases(h) {
   cases.push(
     await h.runCase(
       {
-        id: 'L2',
-        title: `unchanged refetch, ${name}, ${2 * ONE_WAY_MS} ms round trips`,
+        id: refetchId,
+        title: `unchanged refetch, ${name}, ${2 * oneWayMs} ms round trips`,
         tools: warm,
         runs: h.runs,
       },
       env,
     ),
   );
-  const figures = {
-    rttMs: rtt,
-    listingMs: listing,
-    windowReached: reached,
-    boundSeconds: bound(reached),
-    bound16Seconds: bound(16),
-  };
-  for (const c of cases) c.latency = figures;
+  cases[1].latency = figures;
+  await proxy.stop();
   return cases;
 }
 
@@ -245,6 +263,8 @@ export function latencyTargets(add, ratio, row, result) {
       1.5,
     );
   }
+  const l3 = ratio('L3', 'provcat fetch', 'rclone copy --transfers 16');
+  add('latency cold 1,000 × 4 KiB at 80 ms: provcat / rclone (not in the issue)', l3, 0.6);
   add(
     'latency unchanged refetch 1,000 × 4 KiB: provcat / rclone default',
     ratio('L2', 'provcat fetch (cached)', 'rclone copy (default)'),

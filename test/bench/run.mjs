@@ -1148,7 +1148,7 @@ try {
   }
 
   if (selected.has('L')) {
-    // Cases L1 and L2: the same folder as case 1 through a delay proxy (latency.mjs).
+    // Cases L1–L3: the same folder as case 1 through a delay proxy (latency.mjs).
     const rmDir = (dir) => rm(dir, { recursive: true, force: true });
     const h = { runCase, tool, freshDir, expectFolder, lastJson, runQuiet, rm: rmDir };
     const more = { env, creds, endpoint: ENDPOINT, bucket: SMALL_BUCKET, folder: A, CLI };
