@@ -152,6 +152,27 @@ function totalFromContentRange(contentRange: string | undefined): number | undef
   return m ? Number(m[1]) : undefined;
 }
 
+/**
+ * True when a GET's encryption headers say its ETag is not the MD5 of the bytes, though it may
+ * look like one (32 hex): SSE-KMS (`aws:kms`, `aws:kms:dsse`) and SSE-C (a customer algorithm).
+ * The cache then checks no MD5 (`GetResult.etagNotMd5`). SSE-S3 (`AES256`) keeps the MD5.
+ */
+export function etagNotMd5(
+  serverSideEncryption: string | undefined,
+  customerAlgorithm: string | undefined,
+): boolean | undefined {
+  const kms = serverSideEncryption?.toLowerCase().startsWith('aws:kms') === true;
+  return kms || (customerAlgorithm !== undefined && customerAlgorithm !== '') ? true : undefined;
+}
+
+/** {@link etagNotMd5} of a lean response's headers (names lowercased). */
+function leanEtagNotMd5(h: Readonly<Record<string, string>>): boolean | undefined {
+  return etagNotMd5(
+    h['x-amz-server-side-encryption'],
+    h['x-amz-server-side-encryption-customer-algorithm'],
+  );
+}
+
 /** How long a socket may stay idle (no byte either way) before its transfer counts as dead. */
 const SOCKET_TIMEOUT_MS = 120_000;
 
@@ -181,6 +202,7 @@ function leanResult(key: string, res: Http1Response): GetResult | undefined {
     info,
     contentLength: length,
     contentRange,
+    etagNotMd5: leanEtagNotMd5(res.headers),
   };
 }
 
@@ -203,6 +225,7 @@ function leanWholeResult(key: string, res: WholeResponse): GetResult | undefined
     info,
     contentLength: res.contentLength,
     contentRange: res.headers['content-range'],
+    etagNotMd5: leanEtagNotMd5(res.headers),
   };
 }
 
@@ -216,6 +239,7 @@ function leanGetInfo(
   if (etag === undefined) return undefined;
   const versionId = h['x-amz-version-id'];
   const modified = h['last-modified'];
+  const sha256 = h['x-amz-meta-sha256'];
   return objectInfo(
     key,
     {
@@ -223,6 +247,7 @@ function leanGetInfo(
       ETag: etag,
       VersionId: typeof versionId === 'string' ? versionId : undefined,
       LastModified: modified === undefined ? undefined : httpDate(modified),
+      Metadata: typeof sha256 === 'string' ? { sha256 } : undefined,
     },
     totalFromContentRange(h['content-range']) ?? res.contentLength,
   );
@@ -800,6 +825,7 @@ export class S3Store extends ObjectStore {
           info: objectInfo(key, r, size),
           contentLength: r.ContentLength,
           contentRange: r.ContentRange,
+          etagNotMd5: etagNotMd5(r.ServerSideEncryption, r.SSECustomerAlgorithm),
         };
       },
       async (lean) => {
