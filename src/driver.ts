@@ -117,6 +117,13 @@ export interface GetResult {
   /** For a ranged read: the `Content-Range` header exactly as the store sent it. */
   contentRange?: string | undefined;
   /**
+   * True when the store says that `info.etag`, though it may look like a plain MD5 (32 hex), is
+   * not the MD5 of these bytes: S3 objects encrypted with SSE-KMS or SSE-C, whose GET response
+   * says so in its encryption headers. The cache then checks these bytes against no MD5 (a
+   * recorded `sha256` still applies). Unset: an ETag of that shape is the MD5 of the bytes.
+   */
+  etagNotMd5?: boolean | undefined;
+  /**
    * Fast read: set by drivers that read the body into reused buffers (src/net/http1-download.ts):
    * deliver the body to `sink` without a stream and without an allocation per read. A chunk is valid
    * only until its `data` call resolves. Use either this or `body`, never both; `body` stays

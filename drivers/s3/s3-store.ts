@@ -148,6 +148,27 @@ function totalFromContentRange(contentRange: string | undefined): number | undef
   return m ? Number(m[1]) : undefined;
 }
 
+/**
+ * True when a GET's encryption headers say its ETag is not the MD5 of the bytes, though it may
+ * look like one (32 hex): SSE-KMS (`aws:kms`, `aws:kms:dsse`) and SSE-C (a customer algorithm).
+ * The cache then checks no MD5 (`GetResult.etagNotMd5`). SSE-S3 (`AES256`) keeps the MD5.
+ */
+export function etagNotMd5(
+  serverSideEncryption: string | undefined,
+  customerAlgorithm: string | undefined,
+): boolean | undefined {
+  const kms = serverSideEncryption?.toLowerCase().startsWith('aws:kms') === true;
+  return kms || (customerAlgorithm !== undefined && customerAlgorithm !== '') ? true : undefined;
+}
+
+/** {@link etagNotMd5} of a lean response's headers (names lowercased). */
+function leanEtagNotMd5(h: Readonly<Record<string, string>>): boolean | undefined {
+  return etagNotMd5(
+    h['x-amz-server-side-encryption'],
+    h['x-amz-server-side-encryption-customer-algorithm'],
+  );
+}
+
 /** How long a socket may stay idle (no byte either way) before its transfer counts as dead. */
 const SOCKET_TIMEOUT_MS = 120_000;
 
@@ -157,8 +178,13 @@ const SOCKET_TIMEOUT_MS = 120_000;
  */
 function leanResult(key: string, res: Http1Response | WholeResponse): GetResult | undefined {
   const info = leanGetInfo(key, res);
-  if (info === undefined && !('body' in res)) res.discard();
-  return info && leanGetResult(info, res);
+  if (info === undefined) {
+    if (!('body' in res)) res.discard();
+    return undefined;
+  }
+  const result = leanGetResult(info, res);
+  result.etagNotMd5 = leanEtagNotMd5(res.headers);
+  return result;
 }
 
 /** The ObjectInfo of a lean GET's response head (the fields the SDK reads); `undefined` without an ETag. */
@@ -171,6 +197,7 @@ function leanGetInfo(
   if (etag === undefined) return undefined;
   const versionId = h['x-amz-version-id'];
   const modified = h['last-modified'];
+  const sha256 = h['x-amz-meta-sha256'];
   return objectInfo(
     key,
     {
@@ -178,6 +205,7 @@ function leanGetInfo(
       ETag: etag,
       VersionId: typeof versionId === 'string' ? versionId : undefined,
       LastModified: modified === undefined ? undefined : httpDate(modified),
+      Metadata: typeof sha256 === 'string' ? { sha256 } : undefined,
     },
     totalFromContentRange(h['content-range']) ?? res.contentLength,
   );
@@ -695,6 +723,7 @@ export class S3Store extends ObjectStore {
           info: objectInfo(key, r, size),
           contentLength: r.ContentLength,
           contentRange: r.ContentRange,
+          etagNotMd5: etagNotMd5(r.ServerSideEncryption, r.SSECustomerAlgorithm),
         };
       },
       async (lean) => {

@@ -89,6 +89,7 @@ import {
   checkDigest,
   digestOf,
   type ExpectedContent,
+  fdDigest,
   fileDigest,
   hasherFor,
 } from './content-digest.js';
@@ -144,12 +145,16 @@ export function matchesRecord(st: Stats | undefined, rec: FileRecord): boolean {
   );
 }
 
-/** The metadata of one pinned version, kept for offline `stat`. */
+/** The metadata of one pinned version, kept for offline `stat` and to check its blob. */
 export interface VersionMeta {
   key: string;
   versionId: string;
   size: number;
   etag?: string | undefined;
+  /** The SHA-256 recorded with the object, when its GET reported one. */
+  sha256?: string | undefined;
+  /** Its GET said the ETag is not the bytes' MD5 (`GetResult.etagNotMd5`). */
+  etagNotMd5?: boolean | undefined;
 }
 
 /** Summary of the cache, for `provcat cache info`. */
@@ -348,9 +353,9 @@ export class Cache {
    * blob appears only complete; `expectedSize` guards against a body cut short. A result with
    * `bytes` (read whole) is written from them, one with `pipeTo` (reused read buffers) from
    * that, one with a `file` (a driver's local file) copied by the kernel, else from `body`.
-   * With `digest`, the bytes are hashed as they are written and the blob appears only when they
-   * match (else `ObjectIntegrityError('DigestMismatch')`, and nothing is left); such a read
-   * never takes the `file` copy, whose bytes the process would not see. Returns the blob path.
+   * With `digest`, the bytes are hashed as they are written (a kernel copy: read back from the
+   * copy once it is complete) and the blob appears only when they match (else
+   * `ObjectIntegrityError('DigestMismatch')`, and nothing is left). Returns the blob path.
    */
   async installBlob(
     blob: string,
@@ -360,8 +365,8 @@ export class Cache {
     signal?: AbortSignal,
     digest?: ExpectedContent,
   ): Promise<string> {
-    if (res.file !== undefined && digest === undefined) {
-      return this.installFromFile(blob, res.file.path, expectedSize, onBytes, signal);
+    if (res.file !== undefined) {
+      return this.installFromFile(blob, res.file.path, expectedSize, onBytes, signal, digest);
     }
     if (res.bytes) {
       try {
@@ -487,9 +492,11 @@ export class Cache {
    * {@link installBlob} from a driver's local file ({@link GetResult.file}): the kernel copies
    * it (a reflink where the file system can, else `copy_file_range`; no byte passes through
    * JavaScript) into a temp file this cache created, which is then made read-only, checked for
-   * `expectedSize`, fsynced and renamed. The source is only read: a hard link would let an edit
-   * of the fetched file change the store's immutable version. An abort is seen before the copy
-   * starts, not during it (the kernel's copy cannot be interrupted).
+   * `expectedSize`, checked against `digest` (the one read of the copy that bytes passing through
+   * JavaScript would have cost anyway), fsynced and renamed. The source is only read: a hard
+   * link would let an edit of the fetched file change the store's immutable version. An abort is
+   * seen before the copy starts and before the check, not during the copy (the kernel's copy
+   * cannot be interrupted).
    */
   private async installFromFile(
     blob: string,
@@ -497,12 +504,13 @@ export class Cache {
     expectedSize: number,
     onBytes: ((n: number) => void) | undefined,
     signal: AbortSignal | undefined,
+    digest: ExpectedContent | undefined,
   ): Promise<string> {
     signal?.throwIfAborted();
     const temp = tempPathFor(blob);
     // Writable until it is complete (the copy opens it by name); read-only before it is visible.
     const fd = await this.inDir(path.dirname(blob), async () =>
-      openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o644),
+      openSync(temp, fsc.O_RDWR | fsc.O_CREAT | fsc.O_EXCL, 0o644),
     );
     try {
       // A small file's copy takes microseconds: made directly, like the small writes above.
@@ -511,6 +519,10 @@ export class Cache {
       const { size } = fstatSync(fd);
       if (size !== expectedSize) {
         throw new StoreError(`copied ${size} bytes, ${expectedSize} expected; nothing was cached`);
+      }
+      if (digest) {
+        signal?.throwIfAborted();
+        checkDigest(digest, (await fdDigest(fd, digest.algorithm, size)) ?? '(a short read)');
       }
       fchmodSync(fd, 0o444);
       await new Promise<void>((resolve, reject) =>

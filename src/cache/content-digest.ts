@@ -4,20 +4,25 @@
  *
  * A record carries a digest of the content only sometimes: a `sha256` field (written by tools
  * that know it), or an ETag that is a plain MD5 — S3's ETag of an object uploaded in one part
- * (`"<32 hex>"`, no `-N` suffix) and the local store's ETag. Multipart ETags (`"…-N"`), GCS and
- * Azure ETags are not content hashes and are never checked as such: the shape is the test, so a
- * driver whose ETag stops being an MD5 is simply not checked, never wrongly refused. (An S3
- * object encrypted with SSE-KMS or SSE-C has a 32-hex ETag that is not its MD5: a commit of such
- * objects is refused at fetch with `DigestMismatch`; see docs/cache.md.)
+ * (`"<32 hex>"`, no `-N` suffix), GCS's (the driver reports `md5Hash` in that form) and the
+ * local store's ETag. Multipart ETags (`"…-N"`) and Azure ETags are not content hashes and are
+ * never checked as such: the shape is the test, so a driver whose ETag stops being an MD5 is
+ * simply not checked, never wrongly refused. The one exception the shape cannot see is an S3
+ * object encrypted with SSE-KMS or SSE-C, whose 32-hex ETag is not its MD5: its GET response
+ * says so, the driver reports it ({@link GetResult.etagNotMd5}), and {@link statedDigest} then
+ * drops the MD5. The rule lives here once; drivers only report what their store said.
  *
- * Checking costs a hash of every byte, so the cache checks when bytes enter a pinned view (a
- * commit's or a version's copy) — during the download, or once for a blob already cached — and
- * afterwards trusts the view file while its inode, size and mtime are the ones recorded.
+ * Every download into the cache is checked against the digest its GET (or the commit that names
+ * it) states, before the blob appears; a cached blob is checked when it enters a pinned view (a
+ * commit's or a version's copy), once, and afterwards trusted while its inode, size and mtime are
+ * the ones recorded. Bytes are hashed as they stream to disk; only a kernel copy
+ * ({@link GetResult.file}) is read back to hash.
  *
  * @module
  */
 import crypto, { createHash, type Hash } from 'node:crypto';
 import { closeSync, constants as fsc, fstatSync, openSync, read, readSync } from 'node:fs';
+import type { GetResult } from '../driver.js';
 import { ObjectIntegrityError } from '../errors.js';
 
 /** A digest the bytes must have. */
@@ -50,6 +55,29 @@ export function recordedDigest(record: {
   }
   const md5 = md5OfEtag(record.etag);
   return md5 === undefined ? undefined : { algorithm: 'md5', hex: md5 };
+}
+
+/**
+ * The digest the bytes of a GET must have, as its answer states it: {@link recordedDigest} of
+ * the object it describes (a recorded `sha256`, else a plain-MD5 ETag), without the MD5 when
+ * the driver says the ETag is not one ({@link GetResult.etagNotMd5}).
+ */
+export function statedDigest(
+  res: Pick<GetResult, 'info' | 'etagNotMd5'>,
+): ContentDigest | undefined {
+  return checkableWith(recordedDigest(res.info), res);
+}
+
+/**
+ * `digest` (what a record such as a commit states), unless it is an MD5 that the GET returning
+ * the bytes says its ETag is not ({@link GetResult.etagNotMd5}): then `undefined`, as such an
+ * ETag never was the bytes' MD5. A SHA-256 always stands.
+ */
+export function checkableWith(
+  digest: ContentDigest | undefined,
+  res: Pick<GetResult, 'etagNotMd5'>,
+): ContentDigest | undefined {
+  return digest?.algorithm === 'md5' && res.etagNotMd5 === true ? undefined : digest;
 }
 
 /** Node's one-shot digest (20.12+), cheaper than a Hash object for a body held whole. */
@@ -90,34 +118,45 @@ export async function fileDigest(
   try {
     const st = fstatSync(fd);
     if (!st.isFile() || st.size !== size) return undefined;
-    if (size <= DIRECT_READ_BYTES) {
-      const buf = Buffer.allocUnsafe(size);
-      let at = 0;
-      while (at < size) {
-        const n = readSync(fd, buf, at, size - at, at);
-        if (n === 0) return undefined;
-        at += n;
-      }
-      return digestOf(algorithm, buf);
-    }
-    // A big file: read through the thread pool, so the event loop never waits on the disk.
-    const hash = createHash(algorithm);
-    const buf = Buffer.allocUnsafe(READ_CHUNK);
-    let total = 0;
-    for (;;) {
-      const n = await new Promise<number>((resolve, reject) =>
-        read(fd, buf, 0, buf.length, total, (error, bytes) =>
-          error ? reject(error) : resolve(bytes),
-        ),
-      );
-      if (n === 0) break;
-      hash.update(buf.subarray(0, n));
-      total += n;
-    }
-    return total === size ? hash.digest('hex') : undefined;
+    return await fdDigest(fd, algorithm, size);
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * The digest of the first `size` bytes of the open file `fd` (read from offset 0, whatever its
+ * position), or `undefined` when it holds fewer. Up to {@link DIRECT_READ_BYTES} are read with
+ * direct calls, more through the thread pool, so the event loop never waits on the disk.
+ */
+export async function fdDigest(
+  fd: number,
+  algorithm: ContentDigest['algorithm'],
+  size: number,
+): Promise<string | undefined> {
+  if (size <= DIRECT_READ_BYTES) {
+    const buf = Buffer.allocUnsafe(size);
+    let at = 0;
+    while (at < size) {
+      const n = readSync(fd, buf, at, size - at, at);
+      if (n === 0) return undefined;
+      at += n;
+    }
+    return digestOf(algorithm, buf);
+  }
+  const hash = createHash(algorithm);
+  const buf = Buffer.allocUnsafe(READ_CHUNK);
+  let total = 0;
+  while (total < size) {
+    const want = Math.min(buf.length, size - total);
+    const n = await new Promise<number>((resolve, reject) =>
+      read(fd, buf, 0, want, total, (error, bytes) => (error ? reject(error) : resolve(bytes))),
+    );
+    if (n === 0) return undefined;
+    hash.update(buf.subarray(0, n));
+    total += n;
+  }
+  return hash.digest('hex');
 }
 
 /** A digest a download must match, with what the error names when it does not. */
@@ -128,12 +167,29 @@ export interface ExpectedContent extends ContentDigest {
   source: string;
 }
 
-/** Throw `DigestMismatch` unless `actualHex` is the expected digest. */
+/** The two digests of a {@link checkDigest} that differed (the `cause` of its error). */
+export class DigestsDiffer extends Error {
+  override readonly name = 'DigestsDiffer';
+  constructor(
+    readonly algorithm: ContentDigest['algorithm'],
+    /** What the record states. */
+    readonly expected: string,
+    /** What the bytes read hash to. */
+    readonly actual: string,
+  ) {
+    super(`${algorithm.toUpperCase()} of the bytes read ${actual}, stated ${expected}`);
+  }
+}
+
+/**
+ * Throw `ObjectIntegrityError('DigestMismatch')` unless `actualHex` is the expected digest; its
+ * `cause` is a {@link DigestsDiffer} with both digests.
+ */
 export function checkDigest(expected: ExpectedContent, actualHex: string): void {
   if (actualHex === expected.hex) return;
   throw new ObjectIntegrityError(
     'DigestMismatch',
     `${expected.uri}: the bytes read hash to ${expected.algorithm.toUpperCase()} ${actualHex}, ${expected.source} says ${expected.hex}; nothing was cached`,
-    { uri: expected.uri },
+    { uri: expected.uri, cause: new DigestsDiffer(expected.algorithm, expected.hex, actualHex) },
   );
 }

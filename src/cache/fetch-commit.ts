@@ -7,7 +7,8 @@
  * are shared: each file links to the blob of its version ID, so commits that share unchanged
  * files share their bytes, and a version already downloaded is never downloaded again. Every
  * downloaded version is checked against the commit's size and ETag, and its bytes against the
- * digest the commit records (`sha256`, or an ETag that is a plain MD5) before it is cached.
+ * digest the commit records (`sha256`, or an ETag that is a plain MD5, unless the GET says that
+ * ETag is not one: S3 SSE-KMS, SSE-C) before it is cached.
  *
  * @module
  */
@@ -26,7 +27,7 @@ import {
   type ViewState,
   wholeUpToFor,
 } from './cache.js';
-import { recordedDigest } from './content-digest.js';
+import { checkableWith, recordedDigest } from './content-digest.js';
 import { checkDiskNames, Transfer } from './fetch.js';
 
 /** Fetch exactly the versions a commit lists for `u` (a folder or file at or below it). */
@@ -126,14 +127,16 @@ export async function fetchCommit(
             );
           }
           // The bytes must hash to what the commit records (its sha256, or an ETag that is a
-          // plain MD5), checked before the blob appears: bit rot in the store is never cached.
+          // plain MD5 — unless this GET says the ETag is none, SSE-KMS or SSE-C), checked
+          // before the blob appears: bit rot in the store is never cached.
+          const check = checkableWith(expected, res);
           await cache.installBlob(
             blob,
             res,
             f.size,
             transfer.add,
             signal,
-            expected && { ...expected, uri: where, source: `commit ${id}` },
+            check && { ...check, uri: where, source: `commit ${id}` },
           );
           downloaded++;
         }

@@ -7,6 +7,10 @@
  *   copy marked done. Its done mark is removed before the first change, so a fetch killed
  *   halfway is never taken as complete.
  * - Bytes land in a blob per (key, version) through temp + fsync + rename; views are hard links.
+ * - Every download is checked before its blob appears: its size, and its bytes against the digest
+ *   its GET states (a recorded `sha256`, or an ETag that is a plain MD5; src/cache/content-digest.ts
+ *   `statedDigest`), hashed as they stream. A mismatch (a byte flipped on the way) is
+ *   `ObjectIntegrityError('DigestMismatch')` and nothing is cached.
  * - One fetch of a view at a time across processes (a lock that goes stale if its holder dies).
  * - Offline, nothing but the cache is read.
  *
@@ -25,10 +29,17 @@ import {
   lstatOrUndefined,
   matchesRecord,
   recordOf,
+  type VersionMeta,
   type ViewState,
   wholeUpToFor,
 } from './cache.js';
-import { recordedDigest } from './content-digest.js';
+import {
+  type ContentDigest,
+  checkableWith,
+  type ExpectedContent,
+  recordedDigest,
+  statedDigest,
+} from './content-digest.js';
 
 /** Dispatch a fetch by the kind of URI. */
 export async function fetchUri(
@@ -77,6 +88,21 @@ function listedIdentity(info: ObjectInfo): string | undefined {
   return info.versionId !== undefined && info.version !== info.versionId
     ? `v:${info.version}`
     : undefined;
+}
+
+/**
+ * What a GET's bytes must hash to before they are cached ({@link statedDigest}), for
+ * `Cache.installBlob`; `undefined` when the answer states no digest (a multipart ETag, none).
+ */
+function expectedOf(
+  res: Pick<GetResult, 'info' | 'etagNotMd5'>,
+  uri: string,
+): ExpectedContent | undefined {
+  const digest = statedDigest(res);
+  if (digest === undefined) return undefined;
+  const source =
+    digest.algorithm === 'sha256' ? "the object's recorded sha256" : "the store's ETag";
+  return { ...digest, uri, source };
 }
 
 /** Shared progress bookkeeping of one fetch. */
@@ -167,7 +193,14 @@ async function currentBlob(
   const got = blobIdentity(res.info);
   const listed = got === identity || res.info.version === known.version;
   const blob = listed ? cached : store.cache.blobPath(store.scheme, bucket, key, got);
-  await store.cache.installBlob(blob, res, res.contentLength, transfer.add, signal);
+  await store.cache.installBlob(
+    blob,
+    res,
+    res.contentLength,
+    transfer.add,
+    signal,
+    expectedOf(res, `${store.scheme}://${bucket}/${key}`),
+  );
   return { blob, info: res.info, downloaded: true };
 }
 
@@ -252,7 +285,14 @@ async function fetchFileByGet(
         cache.sweepTemps(path.dirname(dest));
         cache.sweepTemps(path.dirname(blob));
       }
-      await cache.installBlob(blob, res, res.contentLength, transfer.add, options.signal);
+      await cache.installBlob(
+        blob,
+        res,
+        res.contentLength,
+        transfer.add,
+        options.signal,
+        expectedOf(res, u.toString()),
+      );
       downloaded = 1;
     } else {
       res.body.destroy();
@@ -499,7 +539,7 @@ async function fetchVersion(
   const meta = await cache.readVersionMeta(store.scheme, bucket, key, versionId);
   const transfer = new Transfer(store, u, options, 0, 1);
   let downloaded = 0;
-  if (!(meta && (await cache.checkedBlob(blob, meta.size, recordedDigest(meta), cur)))) {
+  if (!(meta && (await cache.checkedBlob(blob, meta.size, metaDigest(meta), cur)))) {
     store.online(u, 'fetch');
     const res = await store._getVersion(bucket, key, versionId, { signal: options.signal });
     const etagDiffers =
@@ -512,21 +552,23 @@ async function fetchVersion(
         { uri: where },
       );
     }
-    // The store's ETag of the version, when it is a plain MD5, is checked against the bytes.
-    const expected = recordedDigest(res.info);
+    // The digest the store states for the version (sha256, or an ETag that is a plain MD5) is
+    // checked against the bytes.
     await cache.installBlob(
       blob,
       res,
       res.contentLength,
       transfer.add,
       options.signal,
-      expected && { ...expected, uri: where, source: "the store's ETag" },
+      expectedOf(res, where),
     );
     await cache.writeVersionMeta(store.scheme, bucket, {
       key,
       versionId,
       size: res.info.size,
       etag: res.info.etag,
+      sha256: res.info.sha256,
+      etagNotMd5: res.etagNotMd5 === true ? true : undefined,
     });
     downloaded = 1;
   }
@@ -534,6 +576,11 @@ async function fetchVersion(
   await cache.writeState({ uri: viewId, done: true, files: { '': recordOf(versionId, st) } });
   transfer.fileDone();
   return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
+}
+
+/** The digest a cached blob of a pinned version must have, from what its first download recorded. */
+function metaDigest(meta: VersionMeta): ContentDigest | undefined {
+  return checkableWith(recordedDigest(meta), meta);
 }
 
 const debug = debuglog('provcat:fetch');

@@ -42,6 +42,7 @@ import {
   abortUpload,
   createUpload,
   linkedController,
+  listUploadParts,
   type TrustedPart,
   type UploadTarget,
   uploadParts,
@@ -88,13 +89,14 @@ export interface UploadContext {
   pool: PartBufferPool;
 }
 
-/** The engine's target for `key`. */
-function targetOf(ctx: UploadContext, key: string): UploadTarget {
+/** The engine's target for `key`; `stallTimeoutMs` bounds its requests that are not parts. */
+function targetOf(ctx: UploadContext, key: string, stallTimeoutMs?: number): UploadTarget {
   return {
     protocol: ctx.backend.parts,
     key,
     uri: ctx.locations.uriOf(key),
     debug: (message) => debug('%s', message),
+    stallTimeoutMs,
   };
 }
 
@@ -152,7 +154,7 @@ export async function uploadPlain(
       failed = false;
       return location(uri, contentType, 0, EMPTY_SHA256);
     }
-    const result = await uploadParts(targetOf(ctx, key), parts, {
+    const result = await uploadParts(targetOf(ctx, key, options.stallTimeoutMs), parts, {
       partSize: ctx.partSize,
       partsInFlight: window,
       maxParts: ctx.maxParts,
@@ -212,16 +214,21 @@ export async function uploadResumable(
           sourcePath,
           checkpoint.upload,
         );
-        await abortUpload(targetOf(ctx, checkpoint.key), checkpoint.upload, undefined);
+        await abortUpload(
+          targetOf(ctx, checkpoint.key, options.stallTimeoutMs),
+          checkpoint.upload,
+          undefined,
+        );
         await removeCheckpoint(cpFile);
         checkpoint = undefined;
       }
       let trusted = new Map<number, TrustedPart>();
       if (checkpoint !== undefined) {
-        const listed = await ctx.backend.parts.listParts(checkpoint.key, checkpoint.upload, {
-          partSize: checkpoint.partSize,
-          signal: controller.signal,
-        });
+        const listed = await listUploadParts(
+          targetOf(ctx, checkpoint.key, options.stallTimeoutMs),
+          checkpoint.upload,
+          { partSize: checkpoint.partSize, signal: controller.signal },
+        );
         if (listed === 'gone') {
           const recovered = await recoverCompletion(
             ctx,
@@ -261,7 +268,11 @@ export async function uploadResumable(
       const fresh = checkpoint === undefined;
       if (checkpoint === undefined) {
         const key = ctx.newKey();
-        const upload = await createUpload(targetOf(ctx, key), contentType, identity.size);
+        const upload = await createUpload(
+          targetOf(ctx, key, options.stallTimeoutMs),
+          contentType,
+          identity.size,
+        );
         checkpoint = {
           version: 2,
           backend: ctx.kind,
@@ -277,7 +288,10 @@ export async function uploadResumable(
       try {
         await writeCheckpoint(cpFile, checkpoint);
       } catch (error) {
-        if (fresh) await abortUpload(targetOf(ctx, checkpoint.key), checkpoint.upload, error);
+        if (fresh) {
+          const target = targetOf(ctx, checkpoint.key, options.stallTimeoutMs);
+          await abortUpload(target, checkpoint.upload, error);
+        }
         throw error;
       }
       return await runResumable(
@@ -406,7 +420,7 @@ async function runResumable(
   options: UploadOptions & { contentType: string },
 ): Promise<DataLocation> {
   const { key, upload } = checkpoint;
-  const target = targetOf(ctx, key);
+  const target = targetOf(ctx, key, options.stallTimeoutMs);
   const writer = new CheckpointWriter(cpFile, checkpoint);
   try {
     const result = await uploadParts(target, parts, {

@@ -41,6 +41,7 @@
  * @module
  */
 
+import { md5OfEtag } from '../cache/content-digest.js';
 import { checkDiskNames } from '../cache/fetch.js';
 import type { CommitOptions } from '../commits/commit.js';
 import { forEachLimit } from '../concurrency.js';
@@ -136,8 +137,6 @@ class ByteBudget {
     }
   }
 }
-
-const MD5_ETAG = /^"([0-9a-f]{32})"$/;
 
 /** What a store folder holds, from one flat listing (keys raw, `.provcat/` left out). */
 async function listRemote(
@@ -488,8 +487,8 @@ class FilePusher {
     signal: AbortSignal,
   ): Promise<boolean> {
     if (info === undefined || info.size !== size) return false;
-    const md5 = info.etag === undefined ? null : MD5_ETAG.exec(info.etag);
-    if (md5) return (await digest({ md5: true, sha256: false })).md5 === md5[1];
+    const md5 = md5OfEtag(info.etag);
+    if (md5 !== undefined) return (await digest({ md5: true, sha256: false })).md5 === md5;
     let recorded = info.sha256;
     if (recorded === undefined && this.recordSha) {
       let head: ObjectInfo;

@@ -21,9 +21,21 @@
  * waiting for a slow source is not the store's stall. When nothing moved for `stallTimeoutMs`
  * (default 120 s), the parts in flight are cancelled, none is sent again, and the upload is
  * aborted — or kept for a resume (`abortOnFailure: false`) — and {@link UploadStalled} says
- * which. Creating and aborting are bounded to {@link ABORT_TIMEOUT_MS} each, independent of the
- * caller's signal (an upload created while the caller gave up would be left with no reference to
- * abort it by); completing is not bounded (AWS may take minutes on a large object).
+ * which.
+ *
+ * **The other requests** — create, list parts, complete, abort — are bounded by the same stall
+ * timeout ({@link boundedRequest}): one that has no answer within `stallTimeoutMs` is cancelled
+ * and sent again, per the retry policy (src/retry.ts: {@link RETRY_ATTEMPTS} in all, with
+ * backoff); when every attempt stalled, the upload fails with a typed error — a stalled completion
+ * with {@link UploadStalled} (the upload then aborted, or kept for a resume), a stalled create or
+ * listing with a {@link StoreError} without status. Their answers carry no body bytes the engine
+ * could count, so the bound is on the whole answer: a store that takes longer than the stall
+ * timeout to complete an upload (AWS may, on a large object, while it sends keep-alive spaces)
+ * needs a larger one. A completion sent again may find the upload gone because the stalled
+ * attempt did complete it: that is a {@link StoreError} saying so (a resumable upload's retry then
+ * finds the object and checks its size and SHA-256, src/lake/upload.ts). Creating and aborting
+ * are also bounded to {@link ABORT_TIMEOUT_MS} in all, independent of the caller's signal (an
+ * upload created while the caller gave up would be left with no reference to abort it by).
  *
  * **Resumes** (src/lake): an existing upload reference and the parts an earlier attempt had
  * acknowledged (`trusted`: kept unsent when their SHA-256 still matches the source), `onPart`
@@ -39,8 +51,9 @@
  *
  * @module
  */
-import type { CompletedPart, ObjectInfo, PartProtocol } from '../driver.js';
+import type { CompletedPart, ListedPart, ObjectInfo, PartProtocol } from '../driver.js';
 import {
+  NotFound,
   PartLimitExceeded,
   type ProvcatError,
   SourceChanged,
@@ -63,6 +76,11 @@ export interface UploadTarget {
   /** The object's URI, for messages and errors. */
   uri: string;
   debug(message: string): void;
+  /**
+   * What bounds each request that is not a part ({@link boundedRequest}) when the call gives no
+   * `stallTimeoutMs` of its own: milliseconds, default {@link DEFAULT_STALL_TIMEOUT_MS}.
+   */
+  stallTimeoutMs?: number | undefined;
 }
 
 /** A part acknowledged by an earlier attempt of a resumed upload. */
@@ -136,9 +154,119 @@ export function linkedController(
   return controller;
 }
 
+/** The stall timeout of `target`'s requests that are not parts. */
+function stallOf(target: UploadTarget): number {
+  return target.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS;
+}
+
 /**
- * Create an upload (bounded to {@link ABORT_TIMEOUT_MS}, not cancelled by the caller's signal;
- * see the module comment).
+ * The reason an attempt of a {@link boundedRequest} was cancelled: it had no answer within the
+ * stall timeout. A `TimeoutError` (src/retry.ts sends such a request again); never the error a
+ * caller sees, only its cause.
+ */
+class RequestStall extends Error {
+  override readonly name = 'TimeoutError';
+  constructor(what: string, stallMs: number, attempt: number, cause: unknown) {
+    super(
+      `${what} got no answer within ${seconds(stallMs)} (attempt ${attempt} of ${RETRY_ATTEMPTS})`,
+      { cause },
+    );
+  }
+}
+
+/** Options of {@link boundedRequest}. */
+interface BoundedRequestOptions {
+  /** Each attempt with no answer for this long (ms) is cancelled and sent again. */
+  stallTimeoutMs: number;
+  /** The caller's: an abort stops at once (an AbortError, not retried). */
+  signal?: AbortSignal | undefined;
+  /** A bound on all attempts, independent of `signal` (create, abort); reached, it is a stall. */
+  totalMs?: number | undefined;
+  /**
+   * Maps an error of an attempt that follows a stalled one (which the store may have carried out
+   * without its answer arriving, say a completion): the store's view may have moved.
+   */
+  afterStall?: ((error: unknown) => unknown) | undefined;
+}
+
+/**
+ * One request of the part protocol that is not a part — create, list parts, complete, abort —
+ * bounded by the stall timeout (see the module comment): `call` gets a signal that aborts when
+ * the attempt has had no answer for `stallTimeoutMs` (or the caller's signal aborts), and a
+ * stalled attempt is sent again per the retry policy. Other failures are the protocol's own (its
+ * SDK retried them already) and are thrown as they are. When every attempt stalled, or `totalMs`
+ * ran out: the last stall, a `TimeoutError` naming `what` whose cause is the attempt's error
+ * (callers turn it into their typed error: {@link isRequestStall}).
+ */
+async function boundedRequest<T>(
+  target: UploadTarget,
+  what: string,
+  call: (signal: AbortSignal) => Promise<T>,
+  options: BoundedRequestOptions,
+): Promise<T> {
+  const { stallTimeoutMs, signal, totalMs } = options;
+  const deadline = totalMs === undefined ? undefined : performance.now() + totalMs;
+  let stalls = 0;
+  let outOfTime = false;
+  return withRetries(
+    async (n) => {
+      const attempt = linkedController(signal);
+      const left = deadline === undefined ? stallTimeoutMs : deadline - performance.now();
+      const bound = Math.max(1, Math.min(stallTimeoutMs, left));
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        attempt.abort(new RequestStall(what, bound, n, undefined));
+      }, bound);
+      try {
+        return await call(attempt.signal);
+      } catch (error) {
+        if (timedOut && !signal?.aborted) {
+          stalls++;
+          // Out of time in all (`totalMs`): this stall is the last.
+          if (deadline !== undefined && performance.now() >= deadline - 1) outOfTime = true;
+          const stall = new RequestStall(what, bound, n, error);
+          target.debug(`${target.uri}: ${stall.message}`);
+          throw stall;
+        }
+        if (stalls > 0 && options.afterStall) throw options.afterStall(error);
+        throw error;
+      } finally {
+        clearTimeout(timer);
+        attempt.dispose();
+      }
+    },
+    {
+      signal,
+      retryable: (error) => error instanceof RequestStall && !outOfTime,
+      onRetry: (_error, attempt, delay) =>
+        target.debug(
+          `${target.uri}: ${what}: sending it again in ${Math.round(delay)} ms (attempt ${attempt + 1} of ${RETRY_ATTEMPTS})`,
+        ),
+    },
+  );
+}
+
+/** True for the error a {@link boundedRequest} throws when its request stalled for good. */
+function isRequestStall(error: unknown): error is Error {
+  return error instanceof RequestStall;
+}
+
+/** The typed error of a request that stalled for good (not a completion: see uploadParts). */
+function stalledRequestError(target: UploadTarget, error: unknown): unknown {
+  if (!(error instanceof RequestStall)) return error;
+  return new StoreError(`${target.uri}: ${error.message}; the store gave no answer`, {
+    uri: target.uri,
+    cause: error,
+  });
+}
+
+/**
+ * Create an upload, each attempt bounded by the target's stall timeout and all of them to
+ * {@link ABORT_TIMEOUT_MS}, not cancelled by the caller's signal (see the module comment). A
+ * create that stalled for good is a {@link StoreError} without status; an attempt that stalled
+ * after reaching the store may leave an upload no one references (the protocol's `leftover`
+ * removes it).
  */
 export async function createUpload(
   target: UploadTarget,
@@ -146,14 +274,43 @@ export async function createUpload(
   size?: number,
   sha256?: string,
 ): Promise<string> {
-  const upload = await target.protocol.create(target.key, {
-    contentType,
-    size,
-    sha256,
-    signal: AbortSignal.timeout(ABORT_TIMEOUT_MS),
-  });
-  target.debug(`${target.protocol.name} ${upload} created for ${target.uri}`);
+  const name = target.protocol.name;
+  let upload: string;
+  try {
+    upload = await boundedRequest(
+      target,
+      `creating a ${name}`,
+      (signal) => target.protocol.create(target.key, { contentType, size, sha256, signal }),
+      { stallTimeoutMs: stallOf(target), totalMs: ABORT_TIMEOUT_MS },
+    );
+  } catch (error) {
+    throw stalledRequestError(target, error);
+  }
+  target.debug(`${name} ${upload} created for ${target.uri}`);
   return upload;
+}
+
+/**
+ * {@link PartProtocol.listParts} of an open upload (a resume), bounded by the target's stall
+ * timeout as every request that is not a part; one that stalled for good is a
+ * {@link StoreError} without status.
+ */
+export async function listUploadParts(
+  target: UploadTarget,
+  upload: string,
+  options: { partSize: number; signal?: AbortSignal | undefined },
+): Promise<Map<number, ListedPart> | 'gone'> {
+  try {
+    return await boundedRequest(
+      target,
+      `listing the parts of ${target.protocol.name} ${upload}`,
+      (signal) =>
+        target.protocol.listParts(target.key, upload, { partSize: options.partSize, signal }),
+      { stallTimeoutMs: stallOf(target), signal: options.signal },
+    );
+  } catch (error) {
+    throw stalledRequestError(target, error);
+  }
 }
 
 /**
@@ -166,6 +323,8 @@ export async function uploadParts(
   options: UploadPartsOptions,
 ): Promise<UploadPartsResult> {
   const { protocol, key } = target;
+  const stallTimeoutMs = options.stallTimeoutMs ?? stallOf(target);
+  const bounded: UploadTarget = { ...target, stallTimeoutMs };
   const maxParts = Math.min(options.maxParts ?? protocol.maxParts, protocol.maxParts);
   const window = protocol.sequential ? 1 : Math.max(1, options.partsInFlight);
   const inner = linkedController(options.signal);
@@ -183,7 +342,7 @@ export async function uploadParts(
   const slots = new Slots(window);
   let stall: Stall | undefined;
   const stalled = () => stall;
-  const watchdog = new Watchdog(options.stallTimeoutMs ?? DEFAULT_STALL_TIMEOUT_MS, (idleMs) => {
+  const watchdog = new Watchdog(stallTimeoutMs, (idleMs) => {
     const waiting = [...watchdog.waiting].sort((a, b) => a - b);
     const what = `nothing moved for ${seconds(idleMs)} (no part acknowledged, no new body byte taken by the store; part${waiting.length === 1 ? '' : 's'} ${waiting.join(', ')} waiting)`;
     const reason = new Error(what);
@@ -216,7 +375,7 @@ export async function uploadParts(
     }
     signal.throwIfAborted();
     if (upload === undefined) {
-      upload = await createUpload(target, options.contentType, source.size, options.sha256);
+      upload = await createUpload(bounded, options.contentType, source.size, options.sha256);
       signal.throwIfAborted();
     }
     const ref = upload;
@@ -287,12 +446,35 @@ export async function uploadParts(
       if (got === undefined) throw new Error(`internal: part ${number} of ${target.uri} unsent`);
       parts.push({ number, token: got.token, size: got.size });
     }
-    const info = await protocol.complete(key, ref, parts, {
-      size: summary.size,
-      contentType: options.contentType,
-      sha256: options.sha256,
-      signal,
-    });
+    let info: ObjectInfo;
+    try {
+      info = await boundedRequest(
+        bounded,
+        `completing ${protocol.name} ${ref}`,
+        (attempt) =>
+          protocol.complete(key, ref, parts, {
+            size: summary.size,
+            contentType: options.contentType,
+            sha256: options.sha256,
+            signal: attempt,
+          }),
+        {
+          stallTimeoutMs,
+          signal,
+          afterStall: (error) =>
+            error instanceof NotFound
+              ? new StoreError(
+                  `${target.uri}: completing ${protocol.name} ${ref} got no answer within ${seconds(stallTimeoutMs)}, and sent again it found the upload gone: the stalled attempt may have completed it (the object is then there), or it was aborted`,
+                  { uri: target.uri, cause: error },
+                )
+              : error,
+        },
+      );
+    } catch (error) {
+      // Every attempt stalled: an UploadStalled, as for stalled parts (see the catch below).
+      if (isRequestStall(error)) stall = { idleMs: stallTimeoutMs, reason: error };
+      throw error;
+    }
     target.debug(
       `upload of ${target.uri}: completed ${count} parts (${sent} sent), ${summary.size} bytes`,
     );
@@ -305,9 +487,9 @@ export async function uploadParts(
     const stop = stalled();
     const abort = options.abortOnFailure !== false;
     if (upload !== undefined && stop !== undefined && original === stop.reason) {
-      throw await stalledError(target, upload, stop, abort);
+      throw await stalledError(bounded, upload, stop, abort);
     }
-    if (upload !== undefined && abort) throw await abortUpload(target, upload, original);
+    if (upload !== undefined && abort) throw await abortUpload(bounded, upload, original);
     throw original;
   } finally {
     watchdog.stop();
@@ -464,9 +646,12 @@ export async function abortUpload(
  */
 async function tryAbort(target: UploadTarget, upload: string): Promise<unknown> {
   try {
-    await target.protocol.abort(target.key, upload, {
-      signal: AbortSignal.timeout(ABORT_TIMEOUT_MS),
-    });
+    await boundedRequest(
+      target,
+      `aborting ${target.protocol.name} ${upload}`,
+      (signal) => target.protocol.abort(target.key, upload, { signal }),
+      { stallTimeoutMs: stallOf(target), totalMs: ABORT_TIMEOUT_MS },
+    );
     target.debug(`upload of ${target.uri}: aborted ${target.protocol.name} ${upload}`);
     return undefined;
   } catch (abortError) {

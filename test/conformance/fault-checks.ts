@@ -28,12 +28,28 @@ export function sha256(bytes: Uint8Array): string {
  */
 export const TEMP_NAME = /^\.tmp-|\.uploading$|\.partial$/;
 
+/**
+ * The marker of an upload in progress to a local stage (`.provcat/uploads/<pid>.<id>`, naming
+ * its `.uploading` temp; drivers/local/stage-files.ts): a temp too, not an object.
+ */
+const UPLOAD_MARKER = /^\d+\.[0-9a-f]+$/;
+
+/** True for a temp: by its name, or an upload marker by its folder. */
+export function isTemp(name: string, parent: string): boolean {
+  return (
+    TEMP_NAME.test(name) ||
+    (UPLOAD_MARKER.test(name) &&
+      path.basename(parent) === 'uploads' &&
+      path.basename(path.dirname(parent)) === '.provcat')
+  );
+}
+
 /** Every temp below `dir` (files or folders), and every lock left in a `locks` folder. */
 export async function tempsIn(dir: string): Promise<string[]> {
   const found: string[] = [];
   for (const { full, name, parent, isDir } of await entries(dir)) {
     if (
-      TEMP_NAME.test(name) ||
+      isTemp(name, parent) ||
       (isDir && name.endsWith('.lock') && path.basename(parent) === 'locks')
     ) {
       found.push(full);
@@ -72,7 +88,7 @@ async function entries(dir: string): Promise<DirEntry[]> {
 export async function treeOf(dir: string): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   for (const e of await entries(dir)) {
-    if (!e.isFile || TEMP_NAME.test(e.name)) continue;
+    if (!e.isFile || isTemp(e.name, e.parent)) continue;
     out.set(path.relative(dir, e.full).split(path.sep).join('/'), sha256(await readFile(e.full)));
   }
   return out;
@@ -131,7 +147,7 @@ export async function judgeFiles(
   const bad = new Set<string>();
   for (const dir of dirs) {
     for (const e of await entries(dir)) {
-      if (!e.isFile || TEMP_NAME.test(e.name)) continue;
+      if (!e.isFile || isTemp(e.name, e.parent)) continue;
       const st = await lstat(e.full);
       const id = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}`;
       // A file and its hard links are one file.
