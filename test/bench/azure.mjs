@@ -21,7 +21,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { refetchTools } from './refetch-tools.mjs';
+import { rcloneCopy, refetchTools } from './refetch-tools.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
@@ -171,17 +171,7 @@ export async function azureCases(h, env) {
       env: azEnv,
       ...extra,
     });
-  const rclone = (dir, ...extra) => [
-    'rclone',
-    'copy',
-    ...extra,
-    '--transfers',
-    '16',
-    '--checkers',
-    '16',
-    rcloneSrc,
-    dir,
-  ];
+  const rclone = rcloneCopy(rcloneSrc);
   const provcatCold = (name, ...settings) =>
     h.tool(name, {
       provcat: true,

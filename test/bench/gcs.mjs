@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { refetchTools } from './refetch-tools.mjs';
+import { rcloneCopy, refetchTools } from './refetch-tools.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
@@ -118,17 +118,7 @@ export async function gcsCases(h) {
     src,
     '--json',
   ];
-  const rclone = (dir, ...extra) => [
-    'rclone',
-    'copy',
-    ...extra,
-    '--transfers',
-    '16',
-    '--checkers',
-    '16',
-    remote,
-    dir,
-  ];
+  const rclone = rcloneCopy(remote);
   const dirTool = (name, argvOf, fields = {}) =>
     h.tool(name, {
       prepare: async () => ({ dir: await h.freshDir('gcs-dest') }),

@@ -19,7 +19,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { refetchTools } from './refetch-tools.mjs';
+import { rcloneCopy, refetchTools } from './refetch-tools.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -156,17 +156,7 @@ async function latencyRun(h, { oneWayMs, cold: coldId, refetch: refetchId, fixed
     ...extra,
     '--json',
   ];
-  const rclone = (dir, ...extra) => [
-    'rclone',
-    'copy',
-    ...extra,
-    '--transfers',
-    '16',
-    '--checkers',
-    '16',
-    remote,
-    dir,
-  ];
+  const rclone = rcloneCopy(remote);
   const provcatCold = (name, ...extra) =>
     h.tool(name, {
       provcat: true,

@@ -3,6 +3,21 @@
 // rclone copying into a folder that already holds it, by default (a HEAD per file for its
 // modification time) and with `--use-server-modtime` (the listing alone).
 
+/** `rclone copy` from `remote` the way every case runs it: `(dir, ...extra) => argv`. */
+export function rcloneCopy(remote) {
+  return (dir, ...extra) => [
+    'rclone',
+    'copy',
+    ...extra,
+    '--transfers',
+    '16',
+    '--checkers',
+    '16',
+    remote,
+    dir,
+  ];
+}
+
 /**
  * Populate a provcat cache and an rclone folder with `folder` (untimed), then return the three
  * tools. `provcat(cache)` and `rclone(dir, ...extra)` give the commands, `src` and `remote`
@@ -15,10 +30,7 @@ export async function refetchTools(h, { provcat, rclone, src, remote, folder, en
   h.runQuiet(provcat(cache), env ?? h.env);
   h.runQuiet(rclone(dir), env ?? h.env);
   await h.expectFolder(dir, folder);
-  const shownRclone = (...extra) =>
-    ['rclone', 'copy', ...extra, '--transfers', '16', '--checkers', '16', remote, '$DEST'].join(
-      ' ',
-    );
+  const shownRclone = (...extra) => rcloneCopy(remote)('$DEST', ...extra).join(' ');
   const withEnv = env === undefined ? {} : { env };
   return [
     h.tool('provcat fetch (cached)', {

@@ -47,7 +47,7 @@ import { parseArgs } from 'node:util';
 import { azureCases, azureTargets } from './azure.mjs';
 import { gcsCases, gcsTargets } from './gcs.mjs';
 import { latencyCases, latencyTargets } from './latency.mjs';
-import { refetchTools as sharedRefetchTools } from './refetch-tools.mjs';
+import { rcloneCopy, refetchTools as sharedRefetchTools } from './refetch-tools.mjs';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -832,17 +832,7 @@ async function refetchTools(folder, env) {
     { tool, freshDir, expectFolder, lastJson, runQuiet },
     {
       provcat: (cache) => ['env', `PROVCAT_CACHE_DIR=${cache}`, ...provcat('fetch', src, '--json')],
-      rclone: (dir, ...extra) => [
-        'rclone',
-        'copy',
-        ...extra,
-        '--transfers',
-        '16',
-        '--checkers',
-        '16',
-        remote,
-        dir,
-      ],
+      rclone: rcloneCopy(remote),
       src,
       remote,
       folder,
