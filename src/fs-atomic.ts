@@ -20,7 +20,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
-import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { sha256Hex } from './digest.js';
@@ -118,6 +118,40 @@ export function isAbandonedTemp(name: string, mtimeMs: number, now = Date.now())
   const verdict = judgeTemp(name);
   if (verdict === 'dead') return true;
   return verdict === 'by-age' && now - mtimeMs > ABANDONED_TEMP_AGE_MS;
+}
+
+/**
+ * Remove from `dir` the temp files whose writer is gone ({@link isAbandonedTemp}); a live
+ * writer's temp, and anything not a regular temp file, stays. One `readdir`, and an `lstat` per
+ * temp found. A missing `dir` is nothing to sweep; a temp that vanishes meanwhile (its writer
+ * renamed it, another sweep removed it) is skipped. Returns the paths removed.
+ */
+export async function sweepAbandonedTemps(dir: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+    throw error;
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const verdict = judgeTemp(name);
+    if (verdict === undefined || verdict === 'live') continue;
+    const file = path.join(dir, name);
+    let st: Awaited<ReturnType<typeof lstat>>;
+    try {
+      st = await lstat(file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw error;
+    }
+    if (!st.isFile() || !isAbandonedTemp(name, st.mtimeMs)) continue;
+    await rm(file, { force: true });
+    removed.push(file);
+  }
+  return removed;
 }
 
 /** A temp path beside `target`, unique per call. */

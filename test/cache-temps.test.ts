@@ -1,15 +1,25 @@
 /**
  * Temp files of cache writers that are gone (a killed fetch: its pid is dead) are removed by the
- * next fetch that writes where they lie and by `provcat cache prune`; a live writer's temp never
+ * next fetch that takes over the interrupted view (its blob temps, wherever the object's
+ * versions went since, and its state temp) or writes where they lie, and by `provcat cache
+ * prune`; a live writer's temp never
  * is, however old.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LocalStore } from '../drivers/local/index.js';
 import { TEMP_PREFIX, tempPathFor } from '../src/fs-atomic.js';
+import { deadWriterTemps, liveTempIn, tempsBelow } from './support/temp-writers.js';
 
 const FIXTURE = path.join(import.meta.dirname, 'fixtures', 'cache-fetch.mjs');
 const FS_ATOMIC = path.join(import.meta.dirname, '..', 'dist', 'src', 'fs-atomic.js');
@@ -79,14 +89,48 @@ describe('garbage of gone cache writers', () => {
     await closed;
     const version = (await store.stat('local://b/data/big.bin')).versionId as string;
     const blob = store.cache.blobPath('local', 'b', 'data/big.bin', version);
-    const left = temps(path.dirname(blob));
+    // Blob temps are written in the bucket's blob folder, whichever version they are of.
+    const blobRoot = path.dirname(path.dirname(blob));
+    const left = tempsBelow(blobRoot);
     expect(left.length).toBeGreaterThan(0);
-    const live = liveTemp(blob);
+    const live = liveTempIn(blobRoot);
+    // The object changes before the rerun: its new version's blob goes to another shard.
+    await store.put('local://b/data/big.bin', Buffer.alloc(1024 * 1024, 8));
 
     const r = await store.fetch('local://b/data/');
     expect(r.files).toBe(2);
-    expect(temps(path.dirname(blob))).toEqual([live]);
+    expect(readFileSync(path.join(r.path, 'big.bin'))).toEqual(Buffer.alloc(1024 * 1024, 8));
+    expect(tempsBelow(cache)).toEqual([live]);
   }, 60_000);
+
+  it('a rerun removes the blob and state temps a killed fetch left, whatever changed since; live ones stay', async () => {
+    const root = temp('root');
+    const cache = temp('cache');
+    const store = new LocalStore({ root, cache });
+    await store.put('local://b/data/a.txt', Buffer.from('one'));
+    await store.put('local://b/data/b.txt', Buffer.from('b'));
+    await store.fetch('local://b/data/');
+    // As a killed refetch leaves the cache: the done mark removed (before its first change),
+    // a blob temp of the version it was downloading, a temp of the state it was writing.
+    await store.put('local://b/data/a.txt', Buffer.from('two'));
+    const viewId = 'tree:local://b/data/';
+    await store.cache.clearState(viewId);
+    const two = (await store.stat('local://b/data/a.txt')).versionId as string;
+    const blobRoot = path.dirname(
+      path.dirname(store.cache.blobPath('local', 'b', 'data/a.txt', two)),
+    );
+    const stateDir = path.dirname(store.cache.statePath(viewId));
+    const dead = deadWriterTemps([blobRoot, stateDir]);
+    const live = [liveTempIn(blobRoot), liveTempIn(stateDir)];
+    expect(tempsBelow(cache)).toEqual([...dead, ...live].sort());
+    // The object changes again before the rerun, which downloads a third version.
+    await store.put('local://b/data/a.txt', Buffer.from('three'));
+
+    const r = await store.fetch('local://b/data/');
+    expect(r).toMatchObject({ files: 2, downloaded: 1 });
+    expect(readFileSync(path.join(r.path, 'a.txt'), 'utf8')).toBe('three');
+    expect(tempsBelow(cache)).toEqual(live.sort());
+  });
 
   it('a folder fetch and cache prune remove dead writers’ temps in views and blobs, never a live one', async () => {
     const root = temp('root');

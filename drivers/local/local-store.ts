@@ -17,7 +17,12 @@
  * - Version files and index entries are immutable once published and never removed, so readers
  *   take no lock: the newest version of a key is the largest version file name.
  * - A writer killed before its rename leaves only a temp file; the next write into the key's
- *   directory removes the temps of writers that are gone (`judgeTemp`, src/fs-atomic.ts).
+ *   directory removes the temps of writers that are gone (`judgeTemp`, src/fs-atomic.ts). A key
+ *   that is never written again (a commit object, named by its ID) is covered by its folder: the
+ *   first write into a folder directory in a process also sweeps every object directory there
+ *   that has no version yet (an `o.` entry without index entries or a pending marker — only a
+ *   killed first write leaves one). One `readdir` of the folder per process; the object
+ *   directories with versions, where a later write of their key sweeps, are not opened.
  *
  * Large files move at disk speed: a put from a file of 8 MiB or more is copied by the kernel
  * (`./file-copy.ts`; such a version has no MD5, its ETag is its version ID), and a read of a
@@ -150,6 +155,9 @@ interface WalkItem {
   /** For a folder, once known: whether some key below it has a current object. */
   current?: boolean | undefined;
 }
+
+/** Folder directories swept of killed first writes in this process (see the module comment). */
+const sweptFolders = new Set<string>();
 
 /**
  * The embedded, versioned object store serving `local://` (see the module comment).
@@ -502,6 +510,42 @@ export class LocalStore extends ObjectStore {
     }
   }
 
+  /**
+   * Once per folder directory and process: remove the temps of gone writers from the object
+   * directories of `where.folder` that hold no version (see the module comment). Best effort,
+   * like {@link #sweepTemps}: a folder that cannot be read is traced, never an error of the write.
+   */
+  async #sweepFolder(where: KeyPath): Promise<void> {
+    if (sweptFolders.has(where.folder)) return;
+    sweptFolders.add(where.folder);
+    let names: string[];
+    try {
+      names = await fs.readdir(where.folder);
+    } catch (error) {
+      this.#trace(`cannot sweep the folder ${where.folder}: ${String(error)}`);
+      return;
+    }
+    const written = new Set<string>([where.ref.ref]);
+    const objects: string[] = [];
+    for (const name of names) {
+      const entry = parseFolderEntry(name);
+      if (entry?.tag === 'o') objects.push(entry.ref);
+      else if (entry?.tag === 'v' || entry?.tag === 'p') written.add(entry.ref);
+    }
+    for (const ref of objects) {
+      if (written.has(ref)) continue;
+      const dir = path.join(where.folder, objectDirName({ ref, hashed: ref.startsWith('h.') }));
+      let inside: string[];
+      try {
+        inside = await fs.readdir(dir);
+      } catch (error) {
+        if (errorCode(error) !== 'ENOENT') this.#trace(`cannot sweep ${dir}: ${String(error)}`);
+        continue;
+      }
+      await this.#sweepTemps(dir, inside);
+    }
+  }
+
   /** The newest version (maybe a delete marker), or `undefined` when there is none. */
   async #newest(where: KeyPath): Promise<VersionFile | undefined> {
     return newestOf(await this.#versionNames(where.dir, where.uri));
@@ -603,6 +647,7 @@ export class LocalStore extends ObjectStore {
     const leftover = !(await createEmpty(pending, where.uri));
     const names = await this.#versionNames(where.dir, where.uri);
     await this.#sweepTemps(where.dir, names);
+    await this.#sweepFolder(where);
     const versions = sortVersions(names);
     if (leftover) {
       // A writer died between publishing and indexing: complete the index first.

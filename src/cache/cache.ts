@@ -7,6 +7,7 @@
  * ```
  * <root>/v1/
  *   blobs/<scheme>/<bucket>/<aa>/<sha256(key, version)>   the bytes of one version; read-only
+ *   blobs/<scheme>/<bucket>/.tmp-…                         a blob being downloaded (any version)
  *   tree/<scheme>/<bucket>/<key...>                        folder fetches: a real directory tree
  *   file/<scheme>/<bucket>/<h>/<name>                      single-file fetches (h: key hash)
  *   pin/<scheme>/<bucket>/<h>/<name>                       a file at ?at=version: (h: key+version)
@@ -24,6 +25,17 @@
  * A view records in its state file the version, inode, size and mtime of each file it linked;
  * a refetch compares that with one listing and one `lstat` per file, never a HEAD per file, and
  * reuses a file (or its blob) only while they are unchanged.
+ *
+ * A blob's temp is written in its bucket's blob folder, not in the blob's `<aa>` shard, and
+ * renamed into the shard when complete (one file system, so the rename is as atomic). A fetch
+ * killed mid-download leaves its temp under the name of the version it was downloading; if the
+ * object changes before the rerun, the rerun downloads another version into another shard, and a
+ * sweep of the shards it writes would never see the temp. With every blob temp of a bucket in one
+ * folder, the rerun's one `readdir` of it ({@link Cache.sweepBlobTemps}) finds whatever the
+ * killed fetch was downloading, whichever versions the store holds now; remembering what a fetch
+ * downloads (a journal written before each GET) would cost a write per file for the same result.
+ * The view's state folder is swept by the same rerun ({@link Cache.writeState}); both sweeps run
+ * only when a fetch takes over from an interrupted one, so a normal fetch pays nothing.
  *
  * Key names are checked before any path is built: every segment is URI-nameable (no `..`, no
  * empty segment, no NUL), so no key can produce a path outside the root. Nor can a link planted
@@ -79,6 +91,7 @@ import {
   fsyncDir,
   isAbandonedTemp,
   TEMP_PREFIX,
+  tempName,
   tempPathFor,
   writeFileAtomic,
 } from '../fs-atomic.js';
@@ -221,6 +234,12 @@ export class Cache {
     const h = hashOf(scheme, bucket, key, identity);
     // Asked once or twice per fetched file: the checked folder of the bucket is kept, and the
     // two hex segments are appended without path.join's normalizing.
+    const root = this.blobRoot(scheme, bucket);
+    return `${root}${path.sep}${h.slice(0, 2)}${path.sep}${h}`;
+  }
+
+  /** The blob folder of a bucket: its `<aa>` shards, and the temps of blobs being downloaded. */
+  private blobRoot(scheme: string, bucket: string): string {
     let root = this.blobRoots.get(scheme)?.get(bucket);
     if (root === undefined) {
       root = path.join(this.base, 'blobs', safeName(scheme), safeName(bucket));
@@ -228,7 +247,25 @@ export class Cache {
       byBucket.set(bucket, root);
       this.blobRoots.set(scheme, byBucket);
     }
-    return `${root}${path.sep}${h.slice(0, 2)}${path.sep}${h}`;
+    return root;
+  }
+
+  /**
+   * Where a download into `blob` (a {@link blobPath}) is written until complete: a fresh temp
+   * name in the bucket's blob folder, the parent of the blob's shard (see the module comment).
+   */
+  private blobTempPath(blob: string): string {
+    return `${path.dirname(path.dirname(blob))}${path.sep}${tempName()}`;
+  }
+
+  /**
+   * Remove the temps of gone writers (see `isAbandonedTemp`) from the folder where every blob of
+   * the bucket is downloaded ({@link blobTempPath}), once per fetch: what a killed fetch was
+   * downloading, of any version of any key. One `readdir`; run by a fetch that takes over from
+   * an interrupted one, never touching a live writer's temp.
+   */
+  sweepBlobTemps(scheme: string, bucket: string): void {
+    this.sweepTemps(this.blobRoot(scheme, bucket));
   }
 
   /** The directory of a folder fetch of `folderKey` (`''` for the bucket, else `a/b/`). */
@@ -284,10 +321,16 @@ export class Cache {
     }
   }
 
-  /** Write a view's state atomically. */
-  async writeState(state: ViewState): Promise<void> {
+  /**
+   * Write a view's state atomically. With `sweep` (a fetch that takes over from an interrupted
+   * one: a stale lock, a state not marked done), the temps gone writers left in the state folder
+   * are removed first (see {@link sweepTemps}): a fetch killed while it wrote its state leaves one
+   * there, in a folder that holds every view's state. A live writer's temp stays.
+   */
+  async writeState(state: ViewState, { sweep = false }: { sweep?: boolean } = {}): Promise<void> {
     const file = this.statePath(state.uri);
     this.makeDir(path.dirname(file));
+    if (sweep) this.sweepTemps(path.dirname(file));
     await writeFileAtomic(file, JSON.stringify(state));
   }
 
@@ -388,7 +431,7 @@ export class Cache {
       return this.installSmallBlob(blob, body, expectedSize, onBytes, signal, digest);
     }
     const hash = hasherFor(digest);
-    const temp = tempPathFor(blob);
+    const temp = this.blobTempPath(blob);
     // Read-only from the start: the mode applies to later opens, not to this descriptor.
     const handle = await this.inDir(path.dirname(blob), () =>
       open(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
@@ -455,7 +498,7 @@ export class Cache {
     onBytes: ((n: number) => void) | undefined,
     digest: ExpectedContent | undefined,
   ): Promise<string> {
-    const temp = tempPathFor(blob);
+    const temp = this.blobTempPath(blob);
     // Read-only from the start: the mode applies to later opens, not to this descriptor.
     const fd = await this.inDir(path.dirname(blob), async () =>
       openSync(temp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o444),
@@ -507,7 +550,7 @@ export class Cache {
     digest: ExpectedContent | undefined,
   ): Promise<string> {
     signal?.throwIfAborted();
-    const temp = tempPathFor(blob);
+    const temp = this.blobTempPath(blob);
     // Writable until it is complete (the copy opens it by name); read-only before it is visible.
     const fd = await this.inDir(path.dirname(blob), async () =>
       openSync(temp, fsc.O_RDWR | fsc.O_CREAT | fsc.O_EXCL, 0o644),
@@ -590,7 +633,7 @@ export class Cache {
     onBytes: ((n: number) => void) | undefined,
     release?: () => void,
   ): Promise<string> {
-    const temp = tempPathFor(blob);
+    const temp = this.blobTempPath(blob);
     let fd: number;
     try {
       // Read-only from the start: the mode applies to later opens, not to this descriptor.

@@ -75,9 +75,10 @@ export async function fetchCommit(
       else missing.push(f);
     }
     // Taking over from an interrupted fetch (a stale lock, or a copy there without a done
-    // state): its temps are cleaned from the blob folders this fetch writes to.
+    // state): its temps are cleaned from the bucket's blob folder and the state folder.
     const recovering =
       lock.tookOver || (state ? !state.done : cache.isRealDir(single ? dirname(path) : path));
+    if (recovering) cache.sweepBlobTemps(store.scheme, bucket);
     if (state && (missing.length > 0 || !state.done)) {
       lock.check();
       await cache.clearState(viewId);
@@ -105,7 +106,6 @@ export async function fetchCommit(
           }
         }
         if (!cached) {
-          if (recovering) cache.sweepTemps(dirname(blob));
           const where = `${store.scheme}://${bucket}/${f.key}?at=version:${f.versionId}`;
           if (store.offline) {
             throw new OfflineMiss(`offline, and ${where} of commit ${id} is not cached intact`, {
@@ -152,7 +152,7 @@ export async function fetchCommit(
       await cache.prune(path, new Set(files.map((f) => f.key.slice(folder.prefix.length))));
     }
     lock.check();
-    await cache.writeState({ uri: viewId, done: true, files: record });
+    await cache.writeState({ uri: viewId, done: true, files: record }, { sweep: recovering });
     return { path, files: files.length, downloaded, bytes: transfer.bytes };
   });
 }

@@ -180,7 +180,7 @@ async function currentBlob(
       return { blob, info: known, downloaded: false };
     }
   }
-  if (sweep) store.cache.sweepTemps(path.dirname(cached));
+  if (sweep) store.cache.sweepBlobTemps(store.scheme, bucket);
   // A small object comes whole (no stream) from drivers that can; a bigger one still streams.
   const res = await store._get(bucket, key, {
     signal,
@@ -232,11 +232,10 @@ async function fetchFile(
     const st = await cache.linkInto(got.blob, dest);
     transfer.fileDone();
     lock.check();
-    await cache.writeState({
-      uri: viewId,
-      done: true,
-      files: { '': recordOf(got.info.version, st) },
-    });
+    await cache.writeState(
+      { uri: viewId, done: true, files: { '': recordOf(got.info.version, st) } },
+      { sweep: lock.tookOver },
+    );
     return { path: dest, files: 1, downloaded: got.downloaded ? 1 : 0, bytes: transfer.bytes };
   });
 }
@@ -278,12 +277,13 @@ async function fetchFileByGet(
         cached = true;
       }
     }
+    // A copy there but not marked done, or a stale lock: a fetch of this file was killed, and
+    // its temps go.
+    const recovering = lock.tookOver || cache.isRealDir(path.dirname(dest));
     if (!cached) {
-      // A copy there but not marked done, or a stale lock: a fetch of this file was killed,
-      // and its temps go.
-      if (lock.tookOver || cache.isRealDir(path.dirname(dest))) {
+      if (recovering) {
         cache.sweepTemps(path.dirname(dest));
-        cache.sweepTemps(path.dirname(blob));
+        cache.sweepBlobTemps(store.scheme, bucket);
       }
       await cache.installBlob(
         blob,
@@ -301,11 +301,10 @@ async function fetchFileByGet(
     const st = await cache.linkInto(blob, dest);
     transfer.fileDone();
     lock.check();
-    await cache.writeState({
-      uri: viewId,
-      done: true,
-      files: { '': recordOf(res.info.version, st) },
-    });
+    await cache.writeState(
+      { uri: viewId, done: true, files: { '': recordOf(res.info.version, st) } },
+      { sweep: recovering },
+    );
     return { path: dest, files: 1, downloaded, bytes: transfer.bytes };
   });
 }
@@ -369,8 +368,10 @@ async function fetchFolder(
     checkDiskNames(rels, u);
     const state = await cache.readState(viewId);
     // Taking over from an interrupted fetch (a stale lock, or a copy not marked done): its
-    // temps are cleaned from each blob folder this fetch writes to (prune cleans the copy).
+    // temps are cleaned from the bucket's blob folder (whatever versions it was downloading),
+    // from the state folder (when the state is written) and from the copy (by prune).
     const recovering = lock.tookOver || (state ? !state.done : cache.isRealDir(dir));
+    if (recovering) cache.sweepBlobTemps(store.scheme, bucket);
     if (entries.length === 0 && !u.isBucket) {
       // Gone from the store: so is the cache copy.
       lock.check();
@@ -442,7 +443,7 @@ async function fetchFolder(
       await cache.ensureDir(dir);
       await cache.syncDir(dir);
       lock.check();
-      await cache.writeState({ uri: viewId, done: true, files });
+      await cache.writeState({ uri: viewId, done: true, files }, { sweep: recovering });
     }
     return { path: dir, files: entries.length, downloaded, bytes: transfer.bytes };
   });

@@ -18,7 +18,10 @@
  * A checkpoint holds no credentials and no object bytes. It lives in a directory the caller
  * chooses, one file per (stage, absolute source path), named by the SHA-256 of that pair. Every
  * write is complete-or-absent (temp file, fsync, rename, directory fsync), so a crash leaves
- * the previous checkpoint or the new one. A part is recorded only after the store acknowledged
+ * the previous checkpoint or the new one; the temp of a write that was killed is removed by the
+ * next upload that locks a checkpoint in that directory (once per directory and process: one
+ * `readdir`; `sweepAbandonedTemps` in src/fs-atomic.ts, never a live writer's). The sweep is at
+ * the lock, not at a write: a rerun whose parts were all recorded writes no checkpoint. A part is recorded only after the store acknowledged
  * it; parts sent but not yet answered when the process died (at most `window` of them)
  * are not in the file, and a retry uploads them again.
  *
@@ -36,7 +39,7 @@ import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import lockfile from 'proper-lockfile';
 import { sha256Hex } from '../digest.js';
-import { fsyncDir, writeFileAtomic } from '../fs-atomic.js';
+import { fsyncDir, sweepAbandonedTemps, writeFileAtomic } from '../fs-atomic.js';
 import { CheckpointError } from './errors.js';
 
 /** One MiB. */
@@ -248,17 +251,39 @@ export async function removeCheckpoint(file: string): Promise<void> {
 /** How long a lock left by a dead process blocks others (proper-lockfile's minimum is 5 s). */
 export const LOCK_STALE_MS = 10_000;
 
+/** Checkpoint directories this process swept (see {@link lockCheckpoint}). */
+const sweptDirs = new Set<string>();
+
+/**
+ * Remove the temps killed writers left in a checkpoint directory, once per directory and
+ * process (see the module comment). Throws {@link CheckpointError} when the directory cannot
+ * be read.
+ */
+async function sweepCheckpointDir(file: string): Promise<void> {
+  const dir = path.dirname(file);
+  if (sweptDirs.has(dir)) return;
+  try {
+    await sweepAbandonedTemps(dir);
+  } catch (cause) {
+    throw new CheckpointError('cannot clean the checkpoint directory', file, { cause });
+  }
+  sweptDirs.add(dir);
+}
+
 /**
  * Take the lock of a checkpoint file, waiting past {@link LOCK_STALE_MS} so that a lock left by
  * a killed process is taken over. A live holder keeps its lock fresh: then this throws
  * {@link CheckpointError}. `onCompromised` is called if the lock is lost while held (the
- * upload must then stop). Returns the release function.
+ * upload must then stop). Returns the release function. Before the lock is taken, the temps of
+ * killed writers in the checkpoint's directory are removed, once per directory and process
+ * (never a live writer's: see `isAbandonedTemp` in src/fs-atomic.ts).
  */
 export async function lockCheckpoint(
   file: string,
   onCompromised: (error: Error) => void,
   staleMs = LOCK_STALE_MS,
 ): Promise<() => Promise<void>> {
+  await sweepCheckpointDir(file);
   try {
     return await lockfile.lock(file, {
       realpath: false,

@@ -128,20 +128,11 @@ export class Random {
  *
  * Fixed and removed: this suite's findings `new: fetch ETag` (a byte flipped in transit cached
  * and served) and `new: upload stall` (a stalled completion waited for the server to drop the
- * connection), and most of issue 20's item 8 (temps of killed writers): a rerun now removes the
- * temps its killed run left where the rerun writes again. What a 200-trial soak still finds of
- * item 8 is below, each attributed only where it was seen; any other temp fails the run.
+ * connection), and issue 20's item 8 (temps of killed writers), last its four cases `blob temp
+ * of a replaced version`, `state temp`, `checkpoint temp` and `commit object temp`: a rerun now
+ * removes every temp its killed run left, so any leftover temp fails the run.
  */
-export const KNOWN_FINDINGS = {
-  'item 8: blob temp of a replaced version':
-    "a fetch killed while it downloaded a blob leaves the blob's temp; the rerun removes it when it writes that blob's folder, but when the object changed before the rerun the new version's blob goes to another folder and the temp stays (until `provcat cache prune`)",
-  'item 8: state temp':
-    "a fetch killed while it wrote its view's state leaves the state's temp in the cache's `v1/state/` folder, which no fetch sweeps (until `provcat cache prune`)",
-  'item 8: checkpoint temp':
-    "an upload killed while it wrote its checkpoint leaves the checkpoint's temp in the checkpoint folder; the rerun does not remove it",
-  'item 8: commit object temp':
-    "the local store removes a killed writer's temp when the same key is written again, but a commit killed while it wrote its commit object leaves the temp in that object's folder (`.provcat/commits/<id>.json`), a key no later commit writes",
-} as const satisfies Record<string, string>;
+export const KNOWN_FINDINGS = {} as const satisfies Record<string, string>;
 
 /** A label of {@link KNOWN_FINDINGS}. */
 export type KnownFinding = keyof typeof KNOWN_FINDINGS;

@@ -275,7 +275,7 @@ class KillLoop {
     const byFinding = new Map<KnownFinding | undefined, string[]>();
     for (const f of fresh) {
       this.reported.add(f);
-      const finding = options.attribute?.(f) ?? knownTemp(f);
+      const finding = options.attribute?.(f);
       byFinding.set(finding, [...(byFinding.get(finding) ?? []), f]);
     }
     for (const [known, list] of byFinding) {
@@ -368,14 +368,9 @@ class KillLoop {
         );
       }
     }
-    const blobs = `${path.sep}v1${path.sep}blobs${path.sep}`;
     await this.temps(
       [cache],
       `the cache after ${first.killed ? 'a killed fetch and its rerun' : 'a fetch'}`,
-      {
-        attribute: (f) =>
-          changed && f.includes(blobs) ? 'item 8: blob temp of a replaced version' : undefined,
-      },
     );
     await rm(cache, { recursive: true, force: true });
   }
@@ -634,10 +629,7 @@ class KillLoop {
     if (final.code === 0) await this.readBack(JSON.parse(final.stdout), upload, stage, t, cache);
     const what = `after ${first.killed ? 'a killed upload and its rerun' : 'an upload'}`;
     if (local) await this.temps([local], `the stage ${what}`);
-    await this.temps([checkpoints], `the checkpoint folder ${what}`, {
-      attribute: (f) =>
-        path.basename(f).startsWith(TEMP_PREFIX) ? 'item 8: checkpoint temp' : undefined,
-    });
+    await this.temps([checkpoints], `the checkpoint folder ${what}`);
   }
 
   /** Objects in the stage are whole: a file of the upload's size, or (a local stage) its bytes. */
@@ -714,17 +706,4 @@ class KillLoop {
     await rm(loc, { force: true });
     await this.temps([outDir], 'the output folder after cat -o');
   }
-}
-
-/**
- * The known finding of issue 20 item 8 a leftover temp is one of, by where it is: the folder of a
- * commit object in the local store (`.provcat/commits/<id>.json`, in the store's layout
- * `d..provcat/d.commits/o.<id>.json/`), or the cache's state folder (see {@link KNOWN_FINDINGS}).
- */
-function knownTemp(file: string): KnownFinding | undefined {
-  if (file.includes(`${path.sep}d..provcat${path.sep}d.commits${path.sep}`)) {
-    return 'item 8: commit object temp';
-  }
-  if (file.includes(`${path.sep}v1${path.sep}state${path.sep}`)) return 'item 8: state temp';
-  return undefined;
 }
