@@ -60,3 +60,21 @@ export interface Command {
 export class UsageError extends Error {
   override name = 'UsageError';
 }
+
+/**
+ * An AbortSignal that fires on SIGINT or SIGTERM until disposed: long commands (uploads, GC
+ * applies) stop at their next safe point and clean up instead of dying mid-write.
+ */
+export function cancelOnSignal(): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  const onSignal = () => controller.abort(new Error('interrupted'));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return {
+    signal: controller.signal,
+    dispose() {
+      process.removeListener('SIGINT', onSignal);
+      process.removeListener('SIGTERM', onSignal);
+    },
+  };
+}

@@ -26,7 +26,7 @@ import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type { CliArgs, CliContext, Command } from '../cli/command.js';
-import { UsageError } from '../cli/command.js';
+import { cancelOnSignal, UsageError } from '../cli/command.js';
 import { checkOutputTarget, isStdout, writeOutputFile } from '../cli/output-file.js';
 import type { BodySink } from '../driver.js';
 import { DEFAULT_WRITE_BATCH_BYTES, FileSink } from '../net/file-sink.js';
@@ -133,20 +133,6 @@ export class WritableSink implements BodySink {
   get outputClosed(): boolean {
     return this.failure?.code === 'EPIPE';
   }
-}
-
-function cancelOnSignal(): { signal: AbortSignal; dispose(): void } {
-  const controller = new AbortController();
-  const onSignal = () => controller.abort(new Error('interrupted'));
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  return {
-    signal: controller.signal,
-    dispose() {
-      process.removeListener('SIGINT', onSignal);
-      process.removeListener('SIGTERM', onSignal);
-    },
-  };
 }
 
 const uploadCommand: Command = {

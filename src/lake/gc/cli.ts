@@ -20,7 +20,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { CliArgs, CliContext, Command } from '../../cli/command.js';
-import { UsageError } from '../../cli/command.js';
+import { cancelOnSignal, UsageError } from '../../cli/command.js';
 import { formatBytes } from '../../cli/progress.js';
 import { InvalidDataLocation } from '../errors.js';
 import { stageFromString } from '../factory.js';
@@ -92,21 +92,6 @@ export async function locationsOf(text: string): Promise<Array<string | DataLoca
   }
   if (text.trimStart().startsWith('{')) return [parseDataLocation(text)];
   return [text];
-}
-
-/** An AbortSignal that fires on SIGINT or SIGTERM until disposed. */
-function cancelOnSignal(): { signal: AbortSignal; dispose(): void } {
-  const controller = new AbortController();
-  const onSignal = () => controller.abort(new Error('interrupted'));
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  return {
-    signal: controller.signal,
-    dispose() {
-      process.removeListener('SIGINT', onSignal);
-      process.removeListener('SIGTERM', onSignal);
-    },
-  };
 }
 
 const refsAdd: Command = {
