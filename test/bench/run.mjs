@@ -60,9 +60,10 @@ const AWS = '/usr/bin/aws';
 const TIME = '/usr/bin/time';
 const SMALL_BUCKET = 'provcat-bench-small-v1';
 
+const DEFAULT_CASES = '1,2,3,4,5,6,7,8,L';
 const { values: opt } = parseArgs({
   options: {
-    cases: { type: 'string', default: '1,2,3,4,5,6,7,8,L' },
+    cases: { type: 'string', default: DEFAULT_CASES },
     runs: { type: 'string' },
     'big-runs': { type: 'string' },
     'heavy-runs': { type: 'string' },
@@ -110,7 +111,10 @@ const BIG_BYTES = Number(opt['big-mib'] ?? (quick ? 64 : 1024)) * MiB;
 /** The file of case 8 (the embedded store's put and fetch). */
 const LOCAL_BYTES = Number(opt['local-mib'] ?? (quick ? 64 : 800)) * MiB;
 const FULL =
-  !quick && selected.size === 8 && opt['big-mib'] === undefined && opt['local-mib'] === undefined;
+  !quick &&
+  opt.cases === DEFAULT_CASES &&
+  opt['big-mib'] === undefined &&
+  opt['local-mib'] === undefined;
 /** Cases 1–7 run against the S3 server; case 8 needs none. */
 const NEED_SERVER = [...selected].some((c) => c !== '8');
 const WRITE = opt['no-write'] ? false : (opt.write ?? FULL);
