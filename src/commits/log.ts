@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { forEachLimit } from '../concurrency.js';
+import { checkConcurrency, forEachLimit } from '../concurrency.js';
 import { OfflineMiss, StoreError, UriError } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
 import { toUri, type Uri } from '../uri.js';
@@ -88,6 +88,7 @@ export async function readLog(
   folder: string,
   options: { signal?: AbortSignal | undefined; concurrency?: number | undefined } = {},
 ): Promise<LogPointer[]> {
+  checkConcurrency(options.concurrency);
   const prefix = logPrefix(folder);
   const records = await oldestVersions(store, bucket, prefix, { signal: options.signal });
   const pointers: LogPointer[] = [];
