@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { NotFound, StoreError } from './errors.js';
+import { NotFound, NotSupported } from './errors.js';
 
 /** Per-bucket answers, asked once (see the module comment). */
 export class BucketMemo<T> {
@@ -70,13 +70,16 @@ export function versioningMemo(
 
 /**
  * Refuse a version primitive unless versioning is `'enabled'`: {@link NotFound} for a missing
- * bucket, else StoreError — without versions a pin could not survive an overwrite, so nothing
- * pretends to have one. `uri` is the bucket's, for the message.
+ * bucket, else {@link NotSupported} (CLI exit 11, as on every driver) — without versions a pin
+ * could not survive an overwrite, so nothing pretends to have one. `uri` is what the call was
+ * about (the object, at its version when there is one), for the message.
  */
 export function requireVersioning(state: Versioning, op: string, uri: string): void {
   if (state === 'enabled') return;
   if (state === 'missing') throw new NotFound(`${op} ${uri}: no such bucket`, { uri });
-  throw new StoreError(`${op} ${uri}: the bucket keeps no versions (versioning is ${state})`, {
-    uri,
-  });
+  throw new NotSupported(
+    `${op} ${uri}: the bucket keeps no versions (versioning is ${state}); pins, commits and ` +
+      'branches need a bucket with versioning (provcat mb URI --versioning)',
+    { uri },
+  );
 }

@@ -12,13 +12,61 @@
  * known before the first requests come back, so the window starts where the local network wants
  * it and grows only while a round at the larger window completes items measurably faster.
  *
+ * Every `concurrency` a caller gives (the store's, a call's, a CLI `--concurrency`) passes
+ * {@link checkConcurrency}: a whole number in 1..{@link MAX_CONCURRENCY}, else
+ * {@link InvalidArgument} before any I/O. A window is a worker per slot, so a limit of millions
+ * would exhaust the heap or spin for minutes before the first request; the bound keeps that out.
+ *
  * @module
  */
 import { setMaxListeners } from 'node:events';
 import { debuglog } from 'node:util';
-import { abortError } from './errors.js';
+import { abortError, InvalidArgument } from './errors.js';
 
-/** Run `fn(item, signal)` for every item, at most `limit` at a time. */
+/** The most transfers or requests in flight any `concurrency` option accepts. */
+export const MAX_CONCURRENCY = 256;
+
+/**
+ * `value` when it is a whole number in `min..max` (`undefined` passes through: the default
+ * applies); {@link InvalidArgument} naming `name` otherwise. Makes no I/O.
+ */
+export function checkInteger(
+  value: unknown,
+  name: string,
+  min: number,
+  max: number,
+): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    const shown = typeof value === 'string' ? `'${value}'` : String(value);
+    throw new InvalidArgument(`${name} takes a whole number in ${min}..${max}, not ${shown}`);
+  }
+  return value;
+}
+
+/**
+ * A `concurrency` option: a whole number in 1..{@link MAX_CONCURRENCY}, or `undefined` (the
+ * default). {@link InvalidArgument} otherwise, before any I/O.
+ */
+export function checkConcurrency(value: unknown, name = 'concurrency'): number | undefined {
+  return checkInteger(value, name, 1, MAX_CONCURRENCY);
+}
+
+/**
+ * The number a command-line option's text names: decimal digits only (no sign, exponent,
+ * fraction or spaces), then {@link checkInteger}. {@link InvalidArgument} (CLI exit 2) otherwise.
+ */
+export function parseInteger(text: string, name: string, min: number, max: number): number {
+  if (!/^\d+$/.test(text)) {
+    throw new InvalidArgument(`${name} takes a whole number in ${min}..${max}, not '${text}'`);
+  }
+  return checkInteger(Number(text), name, min, max) as number;
+}
+
+/**
+ * Run `fn(item, signal)` for every item, at most `limit` at a time (1..{@link MAX_CONCURRENCY},
+ * else {@link InvalidArgument} before `fn` runs).
+ */
 export async function forEachLimit<T>(
   items: Iterable<T>,
   limit: number,
@@ -48,7 +96,8 @@ export interface AdaptiveWindow {
  * the completion rate is compared with the previous round's: while it rose by at least `gain`, the window doubles (up to `max`); after two rounds
  * in a row without gain (one may be noise, so the window still doubles after it) it stays where
  * it is. So a run bound by CPU or by the server stays near
- * `start`, and a run bound by round trips climbs to `max` within a few rounds.
+ * `start`, and a run bound by round trips climbs to `max` within a few rounds. `start` and `max`
+ * are checked as {@link checkConcurrency} does, before any item starts.
  */
 export async function forEachAdaptive<T>(
   items: Iterable<T>,
@@ -56,7 +105,8 @@ export async function forEachAdaptive<T>(
   fn: (item: T, signal: AbortSignal) => Promise<void>,
   signal?: AbortSignal,
 ): Promise<void> {
-  const limit = Math.max(1, window.max);
+  const limit = checkConcurrency(window.max ?? Number.NaN) as number;
+  checkConcurrency(window.start, 'the starting window');
   const inner = new AbortController();
   // Every task in flight may listen for the abort (an SDK call, a stream): allow that many.
   setMaxListeners(Math.max(10, limit * 2 + 4), inner.signal);

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { forEachLimit } from './concurrency.js';
+import { checkConcurrency, forEachLimit } from './concurrency.js';
 import { NotFound, UriError } from './errors.js';
 import { isMetaKey } from './keys.js';
 import type { ObjectStore } from './object-store.js';
@@ -44,6 +44,7 @@ export async function deleteFolder(
   options: DeleteFolderOptions = {},
 ): Promise<DeleteFolderResult> {
   const u = toUri(uri);
+  checkConcurrency(options.concurrency);
   const refuse = (why: string) =>
     new UriError(`delete of folder ${u} refused: ${why}`, { uri: u.toString() });
   if (u.at) throw refuse('a pinned URI (?at=) cannot be written');

@@ -34,6 +34,13 @@ export class ProvcatError extends Error {
 /** A URI (or a key that would have to become one) is malformed or names something unsafe. */
 export class UriError extends ProvcatError {}
 
+/**
+ * An argument or option of a call is not valid: a `concurrency` outside 1..256, an empty commit
+ * message, a number where none fits. Raised before any I/O, so nothing was read or changed. The
+ * CLI exits with 2 for it, as for any other bad command line.
+ */
+export class InvalidArgument extends ProvcatError {}
+
 /** No object, folder or version exists where the URI points. */
 export class NotFound extends ProvcatError {}
 
@@ -192,6 +199,7 @@ export class ObjectIntegrityError extends ProvcatError {
 /** CLI exit status per error class (a fixed contract; see docs/cli.md). */
 export function exitCodeOf(error: unknown): number {
   if (error instanceof NotCommitted) return exitCodeOf(error.cause);
+  if (error instanceof InvalidArgument) return 2;
   if (error instanceof NotFound) return 3;
   if (error instanceof Exists) return 4;
   if (error instanceof OfflineMiss) return 5;

@@ -49,6 +49,7 @@ export {
   Exists,
   exitCodeOf,
   type IntegrityKind,
+  InvalidArgument,
   NotCommitted,
   NotFound,
   NotSupported,

@@ -17,6 +17,7 @@ import { fetchUri } from './cache/fetch.js';
 import type { BranchOptions } from './commits/branch.js';
 import type { CommitFile } from './commits/format.js';
 import type { LogEntry } from './commits/log.js';
+import { checkConcurrency } from './concurrency.js';
 import type { DeleteFolderOptions, DeleteFolderResult } from './delete-folder.js';
 import type { DiffOptions, DiffResult } from './diff.js';
 import type {
@@ -103,6 +104,9 @@ export interface Location {
   /** The key; empty for the bucket. No trailing `/`. */
   key: string;
 }
+
+/** The operations {@link ObjectStore.online} names that a pin could answer offline. */
+const READS: ReadonlySet<string> = new Set(['stat', 'list', 'walk', 'fetch']);
 
 /** The base class of object-store drivers. See the module comment. */
 export abstract class ObjectStore extends Store {
@@ -218,6 +222,7 @@ export abstract class ObjectStore extends Store {
    * version, or `OfflineMiss`; a pinned URI gives exactly the pinned bytes once fetched.
    */
   async fetch(uri: Uri | string, options: FetchOptions = {}): Promise<FetchResult> {
+    checkConcurrency(options.concurrency);
     const u = toUri(uri);
     this.locate(u);
     return fetchUri(this, u, options);
@@ -333,16 +338,15 @@ export abstract class ObjectStore extends Store {
    * Throw `OfflineMiss` when offline: the one guard every network use passes. The base calls it
    * before any primitive it needs the store for; a driver calls {@link requireOnline} before it
    * makes or uses a client, so even a primitive called directly makes no connection offline.
+   * The message suggests a pin only for a read (`stat`, `list`, `walk`, `fetch`), which a pin
+   * can answer from the cache; a write (`put`, `delete`, `push`, `mb`, ...) needs the store.
    */
   online(uri: Uri, what: string): void {
-    if (this.offline) {
-      throw new OfflineMiss(
-        `offline: ${what} of ${uri} needs the store (pin it with ?at= to read it offline)`,
-        {
-          uri: uri.toString(),
-        },
-      );
-    }
+    if (!this.offline) return;
+    const why = READS.has(what)
+      ? 'needs the store (pin it with ?at= to read it offline)'
+      : `needs the store: offline mode makes no network call, and a ${what} changes the store`;
+    throw new OfflineMiss(`offline: ${what} of ${uri} ${why}`, { uri: uri.toString() });
   }
 
   /**
@@ -563,14 +567,14 @@ export abstract class ObjectStore extends Store {
 
   // ---- version primitives (a driver without versions keeps these defaults) -----------------
 
-  /** The version ID of the current object. StoreError when the bucket keeps no versions. */
+  /** The version ID of the current object. NotSupported when the bucket keeps no versions. */
   async _versionOf(_bucket: string, _key: string, _options?: SignalOptions): Promise<string> {
     throw this.noVersions();
   }
 
   /**
    * Every version under `prefix`, delete markers included (`size: null`), in key order and,
-   * within a key, newest first. StoreError when the bucket keeps no versions.
+   * within a key, newest first. NotSupported when the bucket keeps no versions.
    */
   // biome-ignore lint/correctness/useYield: the default refuses before yielding anything
   async *_history(

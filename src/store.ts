@@ -4,6 +4,7 @@
  * @module
  */
 import { Cache } from './cache/cache.js';
+import { checkConcurrency } from './concurrency.js';
 import type { UploadSettingsOptions } from './upload/settings.js';
 
 /** Progress of a long operation: cumulative bytes and files so far, and totals when known. */
@@ -33,7 +34,8 @@ export interface StoreOptions extends UploadSettingsOptions {
   /**
    * Transfers in flight in a folder fetch or a branch. Default: a folder fetch starts at 16 and
    * grows (up to {@link ADAPTIVE_MAX_CONCURRENCY}) while more in flight makes it faster, as when
-   * round trips dominate; a number given here fixes it.
+   * round trips dominate; a number given here fixes it. A whole number in 1..256
+   * (`MAX_CONCURRENCY`), else `InvalidArgument`.
    */
   concurrency?: number | undefined;
   /** Progress of long transfers. */
@@ -70,11 +72,7 @@ export abstract class Store {
     this.cache =
       options.cache instanceof Cache ? options.cache : new Cache({ root: options.cache });
     this.offline = options.offline ?? offlineFromEnv();
-    const concurrency = options.concurrency ?? 16;
-    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) {
-      throw new RangeError(`concurrency must be an integer in 1..256, not ${concurrency}`);
-    }
-    this.concurrency = concurrency;
+    this.concurrency = checkConcurrency(options.concurrency) ?? 16;
     this.adaptiveConcurrency = options.concurrency === undefined;
     this.onProgress = options.onProgress;
     this.logger = options.logger ?? (() => {});

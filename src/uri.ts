@@ -53,10 +53,12 @@ function isWellFormed(s: string): boolean {
 
 /**
  * `scheme://bucket/key` for messages and errors, each key segment encoded as a {@link Uri}
- * prints it; nothing is refused (a key no URI could name is still shown).
+ * prints it; nothing is refused (a key no URI could name is still shown). With `versionId`, the
+ * URI of that version (`?at=version:ID`), as a user names it.
  */
-export function uriText(scheme: string, bucket: string, key = ''): string {
-  return `${scheme}://${bucket}/${key.split('/').map(encodeSegment).join('/')}`;
+export function uriText(scheme: string, bucket: string, key = '', versionId?: string): string {
+  const base = `${scheme}://${bucket}/${key.split('/').map(encodeSegment).join('/')}`;
+  return versionId === undefined ? base : `${base}?at=version:${encodeURIComponent(versionId)}`;
 }
 
 /** Percent-encode one key segment (UTF-8, uppercase hex); inverse of the decoding in parse. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -11,7 +11,9 @@ import { forEachLimit } from '../src/concurrency.js';
 import {
   Exists,
   exitCodeOf,
+  InvalidArgument,
   NotFound,
+  NotSupported,
   ObjectIntegrityError,
   OfflineMiss,
   StoreError,
@@ -170,6 +172,8 @@ describe('provcat CLI', () => {
     expect(exitCodeOf(new ObjectIntegrityError('PrematureEof', 'x'))).toBe(6);
     expect(exitCodeOf(new StoreError('x'))).toBe(7);
     expect(exitCodeOf(new UriError('x'))).toBe(8);
+    expect(exitCodeOf(new InvalidArgument('x'))).toBe(2);
+    expect(exitCodeOf(new NotSupported('x'))).toBe(11);
     expect(exitCodeOf(new Error('x'))).toBe(1);
   });
 
@@ -216,6 +220,120 @@ describe('provcat CLI', () => {
     const help = run('--help');
     expect(help.code, help.err).toBe(0);
     for (const verb of ['fetch', 'commit', 'upload', 'tour']) expect(help.out).toContain(verb);
+  });
+});
+
+/**
+ * A CLI run that cannot hang the suite: killed (SIGKILL, which a spinning process cannot ignore)
+ * after `ms`, with the time it took.
+ */
+function bounded(env: Record<string, string>, ms: number) {
+  return (...args: string[]) => {
+    const started = performance.now();
+    const r = spawnSync(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...env, PROVCAT_OFFLINE: '' },
+      encoding: 'utf8',
+      timeout: ms,
+      killSignal: 'SIGKILL',
+    });
+    return { code: r.status, err: r.stderr, ms: performance.now() - started };
+  };
+}
+
+describe('usage errors exit 2 at once, before any store is touched', () => {
+  it('a --concurrency outside 1..256 (or not plain digits) on fetch, push, rm -r, commit --from', () => {
+    const { dir, env, run } = sandbox();
+    const local = path.join(dir, 'up');
+    mkdirSync(local);
+    writeFileSync(path.join(local, 'new.txt'), 'new');
+    writeFileSync(path.join(dir, 'x'), 'x');
+    expect(run('put', path.join(dir, 'x'), 'local://b/d/x.txt').code).toBe(0);
+    const quick = bounded(env, 20_000);
+    for (const n of ['99999999', '257', '0', '1e3', ' 8']) {
+      for (const args of [
+        ['fetch', 'local://b/d/', '--concurrency', n],
+        ['push', local, 'local://b/d/', '--concurrency', n],
+        ['rm', '-r', 'local://b/d/', '--concurrency', n],
+        ['commit', 'local://b/d/', '-m', 'm', '--from', local, '--concurrency', n],
+      ]) {
+        const r = quick(...args);
+        expect(r.code, `${args.join(' ')}: ${r.err}`).toBe(2);
+        expect(r.err, args.join(' ')).toMatch(
+          /^provcat: InvalidArgument: --concurrency takes a whole number in 1\.\.256, not /,
+        );
+        expect(r.ms, args.join(' ')).toBeLessThan(10_000);
+      }
+    }
+    // Nothing was deleted, pushed or committed.
+    expect(run('stat', 'local://b/d/x.txt').code).toBe(0);
+    expect(run('stat', 'local://b/d/new.txt').code).toBe(3);
+    expect(JSON.parse(run('log', 'local://b/d/', '--json').out)).toEqual([]);
+    // The bounds themselves are accepted.
+    for (const n of ['1', '256'])
+      expect(run('fetch', 'local://b/d/', '--concurrency', n).code).toBe(0);
+  });
+
+  it('upload: --parts-in-flight outside 1..16 and --stall-timeout outside 1..2147483 seconds', () => {
+    const { dir, env } = sandbox();
+    const source = path.join(dir, 'obj');
+    writeFileSync(source, 'payload');
+    const stage = `file://${path.join(dir, 'stage')}/`;
+    const quick = bounded(env, 20_000);
+    for (const extra of [
+      ['--parts-in-flight', '17'],
+      ['--parts-in-flight', '0'],
+      ['--parts-in-flight', '99999999'],
+      ['--stall-timeout', '0'],
+      ['--stall-timeout', '99999999999'],
+      ['--stall-timeout', '1.5'],
+    ]) {
+      const r = quick('upload', source, '--stage', stage, ...extra);
+      expect(r.code, `${extra.join(' ')}: ${r.err}`).toBe(2);
+      expect(r.err).toMatch(
+        new RegExp(`^provcat: InvalidArgument: ${extra[0]} takes a whole number`),
+      );
+    }
+    const ok = quick('upload', source, '--stage', stage, '--parts-in-flight', '16', '--json');
+    expect(ok.code, ok.err).toBe(0);
+  });
+
+  it('an empty commit message is a usage error (exit 2); nothing is pushed', () => {
+    const { dir, run } = sandbox();
+    const local = path.join(dir, 'up');
+    mkdirSync(local);
+    writeFileSync(path.join(local, 'f.txt'), 'f');
+    for (const message of ['', '   ']) {
+      for (const args of [
+        ['commit', 'local://b/d/', '-m', message],
+        ['commit', 'local://b/d/', '-m', message, '--from', local],
+      ]) {
+        const r = run(...args);
+        expect(r.code, `${args.join(' ')}: ${r.err}`).toBe(2);
+        expect(r.err).toMatch(/message/);
+      }
+    }
+    expect(run('stat', 'local://b/d/f.txt').code).toBe(3);
+  });
+
+  it('offline, a write says it needs the store, never that a pin would help', () => {
+    const { dir, run } = sandbox();
+    writeFileSync(path.join(dir, 'x'), 'x');
+    expect(run('put', path.join(dir, 'x'), 'local://b/d/x.txt').code).toBe(0);
+    for (const args of [
+      ['rm', '-r', 'local://b/d/'],
+      ['rm', 'local://b/d/x.txt'],
+      ['put', path.join(dir, 'x'), 'local://b/d/y.txt'],
+      ['push', dir, 'local://b/e/'],
+      ['mb', 'local://c'],
+    ]) {
+      const r = run(...args, '--offline');
+      expect(r.code, args.join(' ')).toBe(5);
+      expect(r.err, args.join(' ')).toMatch(/offline mode makes no network call/);
+      expect(r.err, args.join(' ')).not.toMatch(/pin/);
+    }
+    // A read still hears that a pin answers offline.
+    expect(run('stat', 'local://b/d/x.txt', '--offline').err).toMatch(/pin it with \?at=/);
+    expect(run('stat', 'local://b/d/x.txt').code).toBe(0);
   });
 });
 

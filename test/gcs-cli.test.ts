@@ -128,11 +128,24 @@ describe('provcat CLI on gs://', () => {
       `gs://${versioned}/dev/a/x.txt`,
       `gs://${versioned}/dev/b.txt`,
     ]);
-    // No versions on the plain bucket: pin refuses with StoreError (exit 7).
+    // No versions on the plain bucket: pin, commit, log and branch are NotSupported (exit 11),
+    // as on every driver; an error at a version names the URI given, ?at=version: and all.
     await json('put', local, `gs://${plain}/y.txt`);
-    const refused = await run('pin', `gs://${plain}/y.txt`);
-    expect(refused.code).toBe(7);
-    expect(refused.err).toMatch(/^provcat: StoreError: /);
+    await json('put', local, `gs://${plain}/main/z.txt`);
+    for (const args of [
+      ['pin', `gs://${plain}/y.txt`],
+      ['commit', `gs://${plain}/`, '-m', 'm'],
+      ['log', `gs://${plain}/`],
+      ['branch', `gs://${plain}/dev/`, 'main'],
+      ['stat', `gs://${plain}/y.txt?at=version:123`],
+    ]) {
+      const refused = await run(...args);
+      expect(refused.code, `${args.join(' ')}: ${refused.err}`).toBe(11);
+      expect(refused.err).toMatch(/^provcat: NotSupported: /);
+    }
+    const missing = await run('stat', `${root}a/x.txt?at=version:abc`);
+    expect(missing.code).toBe(3);
+    expect(missing.err).toContain(`${root}a/x.txt?at=version:abc`);
     // Offline, nothing connects: OfflineMiss (exit 5) and no request.
     const before = server.log.length;
     expect((await run('stat', `${root}a/x.txt`, '--offline')).code).toBe(5);

@@ -102,6 +102,7 @@ for (const lean of [true, false]) {
     name: `gcs (test server, lean ${lean ? 'on' : 'off'})`,
     store: (o) => store({ lean, ...o }),
     bucket: versioned,
+    unversionedBucket: plain,
     flags: {
       versions: true,
       createMode: 'atomic',

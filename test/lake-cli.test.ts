@@ -245,7 +245,9 @@ describe('provcat upload / cat / verify on a local stage', () => {
         stage: stageText,
         'stall-timeout': bad,
       });
-      expect(r.error).toMatchObject({ name: 'UsageError', message: /--stall-timeout/ });
+      // The shared numeric-option check: InvalidArgument, a usage error (exit 2).
+      expect(r.error).toMatchObject({ name: 'InvalidArgument', message: /--stall-timeout/ });
+      expect(exitCodeOf(r.error)).toBe(2);
     }
   });
 });

@@ -66,9 +66,22 @@ describeS3('provcat CLI on S3', () => {
       const pin = run('pin', `s3://${versioned}/d/x.txt`, '--json');
       expect(pin.code, pin.err).toBe(0);
       expect(JSON.parse(pin.out).uri).toMatch(/\?at=version:/);
-      const refused = run('pin', `s3://${plain}/d/x.txt`);
-      expect(refused.code).toBe(7);
-      expect(refused.err).toMatch(/^provcat: StoreError: /);
+      // No versions on the plain bucket: pin, commit, log and branch are NotSupported (exit
+      // 11), as on every driver.
+      for (const args of [
+        ['pin', `s3://${plain}/d/x.txt`],
+        ['commit', `s3://${plain}/d/`, '-m', 'm'],
+        ['log', `s3://${plain}/d/`],
+        ['branch', `s3://${plain}/dev/`, 'd'],
+        ['stat', `s3://${plain}/d/x.txt?at=version:abc`],
+      ]) {
+        const refused = run(...args);
+        expect(refused.code, `${args.join(' ')}: ${refused.err}`).toBe(11);
+        expect(refused.err).toMatch(/^provcat: NotSupported: /);
+      }
+      const missing = run('stat', `s3://${versioned}/d/x.txt?at=version:abc`);
+      expect(missing.code).toBe(3);
+      expect(missing.err).toContain(`s3://${versioned}/d/x.txt?at=version:abc`);
     },
     120_000,
   );

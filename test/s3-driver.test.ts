@@ -391,6 +391,7 @@ describeS3(`s3 driver on ${target?.kind ?? 's3'}`, () => {
         return store;
       },
       bucket: versioned,
+      unversionedBucket: unversioned,
       flags: {
         versions: true,
         createMode: expectedCreateMode,

@@ -110,9 +110,16 @@ export class AzureStore extends ObjectStore {
     });
   }
 
-  /** {@link call} on one blob's client (for the block protocol too). */
-  onBlob<T>(c: string, key: string, op: string, fn: (b: BlockBlobClient) => Promise<T>) {
-    return this.call({ container: c, key, op }, async (s, sdk) => fn(this.blob(s, sdk, c, key)));
+  /** {@link call} on one blob's client (for the block protocol too); `versionId` names a version. */
+  onBlob<T>(
+    c: string,
+    key: string,
+    op: string,
+    fn: (b: BlockBlobClient) => Promise<T>,
+    versionId?: string,
+  ) {
+    const ctx = { container: c, key, versionId, op };
+    return this.call(ctx, async (s, sdk) => fn(this.blob(s, sdk, c, key)));
   }
 
   /** The items of an SDK listing, errors mapped; a missing container lists nothing. */
@@ -161,8 +168,12 @@ export class AzureStore extends ObjectStore {
   /** Get Blob Properties (of version `id`, checked): size, the ETag as version. */
   override async _head(c: string, key: string, o: Opts = {}, id?: string) {
     const op = id ? 'headVersion' : 'head';
-    const r = await this.onBlob(c, key, op, (b) =>
-      (id ? b.withVersion(id) : b).getProperties({ abortSignal: o.signal }),
+    const r = await this.onBlob(
+      c,
+      key,
+      op,
+      (b) => (id ? b.withVersion(id) : b).getProperties({ abortSignal: o.signal }),
+      id,
     );
     return info(key, this.checked([op, c, key], id, r));
   }
@@ -205,7 +216,7 @@ export class AzureStore extends ObjectStore {
     const { range, signal } = o;
     checkByteRange(range);
     const op = id ? 'getVersion' : 'get';
-    const uri = azUriText(c, key);
+    const uri = azUriText(c, key, id);
     this.requireOnline(op, uri);
     const check = (r: D.GetResult) => {
       this.checked([op, c, key], id, r.info, () => (r.bytes ? r.release?.() : r.body.destroy()));
@@ -214,15 +225,26 @@ export class AzureStore extends ObjectStore {
     const lean = await this.lean?.get(c, key, { ...o, versionId: id });
     if (lean === 404) throw new E.NotFound(`${op} ${uri}: not found (HTTP 404)`, { uri });
     if (lean) return check(lean);
-    return this.onBlob(c, key, op, async (blob) => {
-      const count = range && range.end - range.start;
-      const from = id ? blob.withVersion(id) : blob;
-      const r = await from.download(range?.start ?? 0, count, { abortSignal: signal });
-      const [contentLength, source] = [r.contentLength as number, r.readableStreamBody as Readable];
-      // Checked against its length: the SDK reports a dropped connection as an abort.
-      const body = exactDownload(source, contentLength, signal, { op, uri });
-      return check({ body, info: info(key, r), contentLength, contentRange: r.contentRange });
-    });
+    return this.onBlob(
+      c,
+      key,
+      op,
+      async (blob) => {
+        const count = range && range.end - range.start;
+        const from = id ? blob.withVersion(id) : blob;
+        const r = await from.download(range?.start ?? 0, count, { abortSignal: signal });
+        const length = r.contentLength as number;
+        // Checked against its length: the SDK reports a dropped connection as an abort.
+        const body = exactDownload(r.readableStreamBody as Readable, length, signal, { op, uri });
+        return check({
+          body,
+          info: info(key, r),
+          contentLength: length,
+          contentRange: r.contentRange,
+        });
+      },
+      id,
+    );
   }
 
   /** Put Blob up to `multipartThreshold`, else staged blocks (blocks.ts) on the upload engine. */

@@ -13,6 +13,8 @@ import { uriText } from '../../src/uri.js';
 export interface AzureErrorContext {
   container: string;
   key?: string | undefined;
+  /** The version a version primitive was asked for: messages name `az://c/k?at=version:ID`. */
+  versionId?: string | undefined;
   /** The operation: `head`, `get`, `put`, `create`, `PutBlock`, `makeBucket`, ... */
   op: string;
 }
@@ -23,7 +25,8 @@ const VERSION_OPS = new Set(['headVersion', 'getVersion', 'copyVersion']);
 const NOT_FOUND_VERSION = new Set([...NOT_FOUND, 'InvalidQueryParameterValue']);
 
 /** The `az://` text of a container and key for messages (every key named, hostile or not). */
-export const azUriText = (container: string, key?: string) => uriText('az', container, key);
+export const azUriText = (container: string, key?: string, versionId?: string) =>
+  uriText('az', container, key, versionId);
 
 type RestErrorLike = { statusCode?: unknown; code?: unknown; message?: unknown } & {
   details?: { errorCode?: unknown };
@@ -46,7 +49,7 @@ export function mapAzureError(error: unknown, context: AzureErrorContext): Provc
         : '';
   return serviceError({
     op: context.op,
-    uri: azUriText(context.container, context.key),
+    uri: azUriText(context.container, context.key, context.versionId),
     status,
     code,
     message: typeof e?.message === 'string' ? e.message.split('\n')[0] : undefined,

@@ -15,6 +15,8 @@ import { uriText } from '../../src/uri.js';
 export interface GcsErrorContext {
   bucket: string;
   key?: string | undefined;
+  /** The generation a version primitive was asked for: messages name `gs://b/k?at=version:ID`. */
+  versionId?: string | undefined;
   op: string;
 }
 
@@ -26,8 +28,12 @@ interface GcsErrorLike {
   message?: unknown;
 }
 
-/** The `gs://` text of a bucket and key for messages (segments encoded, nothing refused). */
-export const gcsUriText = (bucket: string, key?: string): string => uriText('gs', bucket, key);
+/**
+ * The `gs://` text of a bucket and key for messages (segments encoded, nothing refused); with
+ * `versionId`, the URI of that generation (`?at=version:ID`).
+ */
+export const gcsUriText = (bucket: string, key?: string, versionId?: string): string =>
+  uriText('gs', bucket, key, versionId);
 
 /** The HTTP status of an error, when the server answered. */
 export function statusOf(error: unknown): number | undefined {
@@ -51,7 +57,7 @@ export function mapGcsError(error: unknown, context: GcsErrorContext): ProvcatEr
     typeof reason === 'string' ? reason : typeof e?.code === 'string' ? e.code : undefined;
   return serviceError({
     op: context.op,
-    uri: gcsUriText(context.bucket, context.key),
+    uri: gcsUriText(context.bucket, context.key, context.versionId),
     status,
     code,
     message: typeof e?.message === 'string' ? e.message.split('\n')[0] : undefined,

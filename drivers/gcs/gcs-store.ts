@@ -154,7 +154,8 @@ export class GcsStore extends ObjectStore {
     this.debug(`GET ${url}: ${detail}`);
     if (got.fallback === 'status' && got.status) throw statusError(got.status, context);
     if (got.cause !== undefined) throw mapGcsError(got.cause, context);
-    throw new StoreError(`${context.op} ${gcsUriText(context.bucket, context.key)}: ${detail}`);
+    const where = gcsUriText(context.bucket, context.key, context.versionId);
+    throw new StoreError(`${context.op} ${where}: ${detail}`);
   }
 
   /** A JSON read on the lean path: the body, or `undefined` for the SDK to ask (404 thrown). */
@@ -207,11 +208,19 @@ export class GcsStore extends ObjectStore {
     this.versioning.forget(bucket);
   }
 
-  /** Refuse a version primitive on a bucket without versioning, or a version ID no generation. */
-  private async requireVersions(bucket: string, op: string, versionId?: string): Promise<void> {
-    requireVersioning(await this.versioning.get(bucket), op, gcsUriText(bucket));
+  /**
+   * Refuse a version primitive on a bucket without versioning (NotSupported), or a version ID
+   * that is no generation (NotFound); the message names the object at that version.
+   */
+  private async requireVersions(
+    bucket: string,
+    op: string,
+    key: string,
+    versionId?: string,
+  ): Promise<void> {
+    requireVersioning(await this.versioning.get(bucket), op, gcsUriText(bucket, key, versionId));
     if (versionId !== undefined && !api.isGeneration(versionId))
-      throw statusError(404, { bucket, key: versionId, op });
+      throw statusError(404, { bucket, key, versionId, op });
   }
 
   // ---- reads -----------------------------------------------------------------------------
@@ -359,20 +368,20 @@ export class GcsStore extends ObjectStore {
 
   // ---- versions --------------------------------------------------------------------------
 
-  /** The live generation. StoreError on a bucket without versioning. */
+  /** The live generation. NotSupported on a bucket without versioning. */
   override async _versionOf(bucket: string, key: string, o: Opts = {}): Promise<string> {
-    await this.requireVersions(bucket, 'versionOf');
+    await this.requireVersions(bucket, 'versionOf', key);
     return (await this._head(bucket, key, o)).version;
   }
 
   /**
    * Every generation under `prefix` from a `versions=true` listing, in key order and newest
-   * first within a key, a deleted key's marker first. StoreError on a bucket without
+   * first within a key, a deleted key's marker first. NotSupported on a bucket without
    * versioning; a missing bucket yields nothing.
    */
   override async *_history(bucket: string, prefix: string, o: Opts = {}) {
     if ((await this.versioning.get(bucket)) === 'missing') return;
-    await this.requireVersions(bucket, 'history');
+    await this.requireVersions(bucket, 'history', prefix);
     const pages = this.listPages(bucket, prefix, { versions: true, signal: o.signal });
     async function* listed() {
       for await (const page of pages)
@@ -383,14 +392,14 @@ export class GcsStore extends ObjectStore {
 
   /** The metadata of one generation; {@link NotFound} when the key never had it. */
   override async _headVersion(bucket: string, key: string, id: string, o: Opts = {}) {
-    await this.requireVersions(bucket, 'headVersion', id);
-    return this.headAt({ bucket, key, op: 'headVersion' }, id, o.signal);
+    await this.requireVersions(bucket, 'headVersion', key, id);
+    return this.headAt({ bucket, key, versionId: id, op: 'headVersion' }, id, o.signal);
   }
 
   /** The bytes of one generation (optionally a range, as `_get`). */
   override async _getVersion(bucket: string, key: string, id: string, o: D.GetOptions = {}) {
-    await this.requireVersions(bucket, 'getVersion', id);
-    return this.getAt({ bucket, key, op: 'getVersion' }, id, o);
+    await this.requireVersions(bucket, 'getVersion', key, id);
+    return this.getAt({ bucket, key, versionId: id, op: 'getVersion' }, id, o);
   }
 
   /** Write only if no live object has the key (`ifGenerationMatch=0`); {@link Exists} otherwise. */
@@ -410,13 +419,13 @@ export class GcsStore extends ObjectStore {
     toKey: string,
     o: Opts = {},
   ) {
-    if (id !== undefined) await this.requireVersions(bucket, 'copy', id);
+    if (id !== undefined) await this.requireVersions(bucket, 'copy', key, id);
     const generation = id ?? (await this._head(bucket, key, o)).version;
     const copy = async (storage: Storage) => {
       const b = storage.bucket(bucket);
       const [, response] = await b.file(key, { generation }).copy(b.file(toKey));
       return api.objectInfo(bucket, (response as { resource: api.ObjectResource }).resource);
     };
-    return this.call({ bucket, key, op: 'copy' }, copy, o.signal);
+    return this.call({ bucket, key, versionId: id, op: 'copy' }, copy, o.signal);
   }
 }

@@ -17,6 +17,8 @@ import { uriText } from '../../src/uri.js';
 export interface S3ErrorContext {
   bucket: string;
   key?: string | undefined;
+  /** The version a version primitive was asked for: messages name `s3://b/k?at=version:ID`. */
+  versionId?: string | undefined;
   /** The operation: `head`, `get`, `put`, `create`, `copy`, `makeBucket`, ... */
   op: string;
 }
@@ -43,9 +45,11 @@ interface SdkErrorLike {
 /**
  * The `s3://` text of a bucket and key for messages and `ProvcatError.uri`. Every segment is
  * percent-encoded the way {@link Uri} does, but without refusing keys no URI can name (`a//b`):
- * an error about such a key must still say which key it was.
+ * an error about such a key must still say which key it was. With `versionId`, the URI of that
+ * version (`?at=version:ID`).
  */
-export const s3UriText = (bucket: string, key?: string): string => uriText('s3', bucket, key);
+export const s3UriText = (bucket: string, key?: string, versionId?: string): string =>
+  uriText('s3', bucket, key, versionId);
 
 /** The HTTP status of an SDK error, when the server answered. */
 export function statusOf(error: unknown): number | undefined {
@@ -84,7 +88,7 @@ export function mapS3Error(error: unknown, context: S3ErrorContext): ProvcatErro
   const raw = (error as SdkErrorLike | null)?.message;
   return serviceError({
     op: context.op,
-    uri: s3UriText(context.bucket, context.key),
+    uri: s3UriText(context.bucket, context.key, context.versionId),
     status,
     code: name,
     message: typeof raw === 'string' ? raw : undefined,

@@ -563,9 +563,17 @@ export class S3Store extends ObjectStore {
     this.debug(`makeBucket ${bucket} (versioning ${versioning ? 'on' : 'unchanged'})`);
   }
 
-  /** Refuse a version primitive on a bucket without versioning (StoreError) or without bucket (NotFound). */
-  private async requireVersions(bucket: string, op: string): Promise<void> {
-    requireVersioning(await this.versioning.get(bucket), op, s3UriText(bucket));
+  /**
+   * Refuse a version primitive on a bucket without versioning (NotSupported) or without bucket
+   * (NotFound); the message names the object (at `versionId`) the call was about.
+   */
+  private async requireVersions(
+    bucket: string,
+    op: string,
+    key?: string,
+    versionId?: string,
+  ): Promise<void> {
+    requireVersioning(await this.versioning.get(bucket), op, s3UriText(bucket, key, versionId));
   }
 
   // ---- core primitives -------------------------------------------------------------------
@@ -697,7 +705,7 @@ export class S3Store extends ObjectStore {
     const range = options.range;
     checkByteRange(range);
     return this.call<GetResult>(
-      { bucket, key, op },
+      { bucket, key, versionId, op },
       async (client, sdk) => {
         const r = await client.send(
           new sdk.GetObjectCommand({
@@ -889,13 +897,13 @@ export class S3Store extends ObjectStore {
 
   // ---- version primitives --------------------------------------------------------------
 
-  /** The VersionId of the current object (HEAD). StoreError on a bucket without versioning. */
+  /** The VersionId of the current object (HEAD). NotSupported on a bucket without versioning. */
   override async _versionOf(
     bucket: string,
     key: string,
     options: SignalOptions = {},
   ): Promise<string> {
-    await this.requireVersions(bucket, 'versionOf');
+    await this.requireVersions(bucket, 'versionOf', key);
     const info = await this._head(bucket, key, options);
     if (info.versionId === undefined) {
       throw new StoreError(`versionOf ${s3UriText(bucket, key)}: the store sent no version ID`, {
@@ -908,7 +916,7 @@ export class S3Store extends ObjectStore {
   /**
    * ListObjectVersions under `prefix`, paging with KeyMarker/VersionIdMarker: versions and
    * delete markers (`size: null`) in the store's exact order (key order, newest first within a
-   * key). StoreError on a bucket without versioning; a missing bucket yields nothing.
+   * key). NotSupported on a bucket without versioning; a missing bucket yields nothing.
    */
   override async *_history(
     bucket: string,
@@ -917,7 +925,7 @@ export class S3Store extends ObjectStore {
   ): AsyncIterable<VersionRecord> {
     const state = await this.versioning.get(bucket);
     if (state === 'missing') return;
-    await this.requireVersions(bucket, 'history');
+    await this.requireVersions(bucket, 'history', prefix);
     let keyMarker: string | undefined;
     let versionIdMarker: string | undefined;
     for (;;) {
@@ -975,9 +983,9 @@ export class S3Store extends ObjectStore {
     versionId: string,
     options: SignalOptions = {},
   ): Promise<ObjectInfo> {
-    await this.requireVersions(bucket, 'headVersion');
+    await this.requireVersions(bucket, 'headVersion', key, versionId);
     return this.call(
-      { bucket, key, op: 'headVersion' },
+      { bucket, key, versionId, op: 'headVersion' },
       async (client, sdk) => {
         const r = await client.send(
           new sdk.HeadObjectCommand({ Bucket: bucket, Key: key, VersionId: versionId }),
@@ -997,7 +1005,7 @@ export class S3Store extends ObjectStore {
     versionId: string,
     options: GetOptions = {},
   ): Promise<GetResult> {
-    await this.requireVersions(bucket, 'getVersion');
+    await this.requireVersions(bucket, 'getVersion', key, versionId);
     return this.getObject(bucket, key, versionId, options, 'getVersion');
   }
 
@@ -1040,8 +1048,8 @@ export class S3Store extends ObjectStore {
     toKey: string,
     options: SignalOptions = {},
   ): Promise<ObjectInfo> {
-    if (versionId !== undefined) await this.requireVersions(bucket, 'copy');
-    return this.call({ bucket, key, op: 'copy' }, async (client, sdk) => {
+    if (versionId !== undefined) await this.requireVersions(bucket, 'copy', key, versionId);
+    return this.call({ bucket, key, versionId, op: 'copy' }, async (client, sdk) => {
       const head = await client.send(
         new sdk.HeadObjectCommand({ Bucket: bucket, Key: key, VersionId: versionId }),
         { abortSignal: options.signal },

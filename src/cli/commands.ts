@@ -4,6 +4,7 @@
  * @module
  */
 import { Cache } from '../cache/cache.js';
+import { MAX_CONCURRENCY, parseInteger } from '../concurrency.js';
 import type { Entry } from '../entry.js';
 import { entryToJson } from '../entry.js';
 import { storeFor } from '../registry.js';
@@ -30,14 +31,14 @@ function list(v: CliArgs['values'][string]): string[] | undefined {
   return Array.isArray(v) ? v : [v];
 }
 
-/** `--concurrency N` as a positive integer (`undefined` when absent); UsageError otherwise. */
+/**
+ * `--concurrency N` (`undefined` when absent): a whole number in 1..256, checked by the same
+ * validator as the library's `concurrency` (src/concurrency.ts), so a bad value is
+ * `InvalidArgument` (exit 2) before any store is opened.
+ */
 export function concurrencyOf(values: CliArgs['values']): number | undefined {
   const c = str(values.concurrency);
-  const concurrency = c === undefined ? undefined : Number(c);
-  if (concurrency !== undefined && !(Number.isInteger(concurrency) && concurrency > 0)) {
-    throw new UsageError(`--concurrency takes a positive integer, not '${c}'`);
-  }
-  return concurrency;
+  return c === undefined ? undefined : parseInteger(c, '--concurrency', 1, MAX_CONCURRENCY);
 }
 
 /** The store for the first positional (a URI), with the CLI's offline mode. */
@@ -136,8 +137,8 @@ export const coreCommands: Command[] = [
     options: { concurrency: { type: 'string' } },
     positionals: [1, 1],
     async run({ positionals, values }, ctx) {
-      const { u, store } = await storeOf(positionals[0] as string, ctx);
       const concurrency = concurrencyOf(values);
+      const { u, store } = await storeOf(positionals[0] as string, ctx);
       const bar = ctx.progress(`fetch ${u.name}`);
       let r: Awaited<ReturnType<typeof store.fetch>>;
       try {
@@ -187,11 +188,13 @@ export const coreCommands: Command[] = [
     },
     positionals: [1, 1],
     async run({ positionals, values }, ctx) {
+      const recursive = values.recursive === true;
+      if (!recursive && (values.force === true || values.concurrency !== undefined)) {
+        throw new UsageError('--force and --concurrency go with rm -r');
+      }
+      const concurrency = concurrencyOf(values);
       const { u, store } = await storeOf(positionals[0] as string, ctx);
-      if (values.recursive !== true) {
-        if (values.force === true || values.concurrency !== undefined) {
-          throw new UsageError('--force and --concurrency go with rm -r');
-        }
+      if (!recursive) {
         await store.delete(u);
         emit(ctx, { uri: u.toString(), deleted: true }, () => `deleted ${u}`);
         return 0;
@@ -203,7 +206,7 @@ export const coreCommands: Command[] = [
       }
       const r = await store.deleteFolder(u, {
         force: values.force === true,
-        concurrency: concurrencyOf(values),
+        concurrency,
       });
       emit(
         ctx,

@@ -78,8 +78,8 @@ export const folderCommands: Command[] = [
     },
     positionals: [2, 2],
     async run({ positionals, values }, ctx) {
-      const { u, store } = await storeOf(positionals[1] as string, ctx);
       const concurrency = concurrencyOf(values);
+      const { u, store } = await storeOf(positionals[1] as string, ctx);
       const dryRun = values['dry-run'] === true;
       const bar = ctx.progress(`push ${u.name}`);
       let r: PushResult;

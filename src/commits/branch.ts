@@ -18,7 +18,7 @@
  * @module
  */
 import { debuglog } from 'node:util';
-import { forEachLimit } from '../concurrency.js';
+import { checkConcurrency, forEachLimit } from '../concurrency.js';
 import type { ObjectInfo } from '../driver.js';
 import { NotFound, OfflineMiss, StoreError, UriError } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
@@ -178,6 +178,7 @@ export async function branchFrom(
   options: BranchOptions = {},
 ): Promise<Uri> {
   const u = toUri(uri);
+  checkConcurrency(options.concurrency);
   const where = u.toString();
   if (u.at) throw new UriError(`a branch is a folder URI without ?at=: ${u}`, { uri: where });
   const branchUri = u.asFolder();

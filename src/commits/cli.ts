@@ -9,6 +9,7 @@
  */
 import type { CliArgs, CliContext, Command } from '../cli/command.js';
 import { UsageError } from '../cli/command.js';
+import { concurrencyOf } from '../cli/commands.js';
 import type { ObjectStore } from '../object-store.js';
 import { storeFor } from '../registry.js';
 import { Uri } from '../uri.js';
@@ -66,22 +67,22 @@ async function commitFromCli(
   u: Uri,
   from: string,
   message: string,
+  options: { metadata: Record<string, string>; concurrency: number | undefined },
   values: CliArgs['values'],
   ctx: CliContext,
 ): Promise<number> {
-  const [{ commitFrom }, { concurrencyOf }, { pushCounts, pushSummary }] = await Promise.all([
+  const [{ commitFrom }, { pushCounts, pushSummary }] = await Promise.all([
     import('../push/push.js'),
-    import('../cli/commands.js'),
     import('../cli/folder-commands.js'),
   ]);
   const bar = ctx.progress(`push ${u.name}`);
   let r: Awaited<ReturnType<typeof commitFrom>>;
   try {
     r = await commitFrom(store, from, u, message, {
-      metadata: parseMeta(values.meta),
+      metadata: options.metadata,
       allowEmpty: values['allow-empty'] === true,
       delete: values.delete === true,
-      concurrency: concurrencyOf(values),
+      concurrency: options.concurrency,
       onProgress: bar.onProgress,
     });
   } finally {
@@ -133,14 +134,18 @@ export const commitCommands: Command[] = [
     async run({ positionals, values }, ctx) {
       const message = values.message;
       if (typeof message !== 'string') throw new UsageError('commit needs -m MESSAGE');
+      if (message.trim() === '') throw new UsageError('commit needs a message that is not empty');
       const metadata = parseMeta(values.meta);
       const from = values.from;
       if (from === undefined && (values.delete === true || values.concurrency !== undefined)) {
         throw new UsageError('--delete and --concurrency go with --from LOCALDIR');
       }
+      const concurrency = concurrencyOf(values);
       const { u, store } = await storeOf(positionals[0] as string, ctx);
       const allowEmpty = values['allow-empty'] === true;
-      if (typeof from === 'string') return commitFromCli(store, u, from, message, values, ctx);
+      if (typeof from === 'string') {
+        return commitFromCli(store, u, from, message, { metadata, concurrency }, values, ctx);
+      }
       const pinned = await commitFolder(store, u, message, { metadata, allowEmpty });
       emit(ctx, { uri: pinned.toString() }, () => pinned.toString());
       return 0;

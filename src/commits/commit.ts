@@ -20,7 +20,7 @@
  */
 import { debuglog } from 'node:util';
 import type { CreateMode } from '../driver.js';
-import { Exists, OfflineMiss, StoreError } from '../errors.js';
+import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
 import {
@@ -50,6 +50,16 @@ export interface CommitOptions {
   /** Commit even when the files are exactly those of the parent commit. */
   allowEmpty?: boolean | undefined;
   signal?: AbortSignal | undefined;
+}
+
+/**
+ * Refuse a commit message that is not a string or is only white space: {@link InvalidArgument},
+ * before any I/O (`where` is the folder, for the message).
+ */
+export function checkMessage(message: unknown, where: string): void {
+  if (typeof message !== 'string' || message.trim() === '') {
+    throw new InvalidArgument(`commit of ${where} refused: the message is empty`, { uri: where });
+  }
 }
 
 function sameFiles(a: readonly CommitFile[], b: readonly CommitFile[]): boolean {
@@ -113,9 +123,10 @@ async function writeCommitObject(
  * - A commit that returned is in the log; one that threw is not (its commit object may remain
  *   as an unreferenced, harmless object).
  *
- * Refusals: `UriError` for a URI with `?at=` or under `.provcat/`; `StoreError` for an empty
- * message, a folder with no files, no change since the parent (unless `allowEmpty`), a bucket
- * without versions; `OfflineMiss` offline. A file URI is taken as the folder of that name.
+ * Refusals: `UriError` for a URI with `?at=` or under `.provcat/`; `InvalidArgument` for an
+ * empty message (before any I/O); `StoreError` for a folder with no files, no change since the
+ * parent (unless `allowEmpty`); `NotSupported` for a bucket without versions; `OfflineMiss`
+ * offline. A file URI is taken as the folder of that name.
  */
 export async function commitFolder(
   store: ObjectStore,
@@ -125,9 +136,7 @@ export async function commitFolder(
 ): Promise<Uri> {
   const { uri: folderUri, bucket, folder } = folderOf(store, uri, 'commit');
   const where = folderUri.toString();
-  if (typeof message !== 'string' || message.trim() === '') {
-    throw new StoreError(`commit of ${where} refused: the message is empty`, { uri: where });
-  }
+  checkMessage(message, where);
   const metadata = checkMetadata(options.metadata);
   const { signal } = options;
   if (store.offline) throw new OfflineMiss(`offline: commit of ${where} needs the store`);

@@ -15,7 +15,7 @@
  */
 import { debuglog } from 'node:util';
 import type { CreateMode, VersionRecord } from '../driver.js';
-import { Exists, NotFound, StoreError } from '../errors.js';
+import { Exists, NotFound, NotSupported, StoreError } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
 
 const debug = debuglog('provcat:commits');
@@ -92,9 +92,12 @@ export async function readOldest(
   return readSmall(store, bucket, key, { ...options, versionId: oldest.versionId });
 }
 
-/** The StoreError of a bucket whose store cannot create only-if-absent. */
-export function noCreateError(store: ObjectStore, bucket: string, what: string): StoreError {
-  return new StoreError(
+/**
+ * The error of a bucket whose store cannot create only-if-absent: {@link NotSupported} (a
+ * StoreError; CLI exit 11), raised before anything is written.
+ */
+export function noCreateError(store: ObjectStore, bucket: string, what: string): NotSupported {
+  return new NotSupported(
     `${what} refused: ${store.scheme}://${bucket}/ ignores create-only-if-absent ` +
       '(If-None-Match: * or its equivalent), so two concurrent writers could both win and two ' +
       'commits could get one number. On a bucket that keeps versions, the driver can order ' +

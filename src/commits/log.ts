@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { forEachLimit } from '../concurrency.js';
+import { checkConcurrency, forEachLimit } from '../concurrency.js';
 import { OfflineMiss, StoreError, UriError } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
 import { toUri, type Uri } from '../uri.js';
@@ -88,6 +88,7 @@ export async function readLog(
   folder: string,
   options: { signal?: AbortSignal | undefined; concurrency?: number | undefined } = {},
 ): Promise<LogPointer[]> {
+  checkConcurrency(options.concurrency);
   const prefix = logPrefix(folder);
   const records = await oldestVersions(store, bucket, prefix, { signal: options.signal });
   const pointers: LogPointer[] = [];
@@ -144,8 +145,8 @@ export function folderOf(store: ObjectStore, uri: Uri | string, what: string) {
 /**
  * The commits of a folder, newest first. Each entry is checked: its commit object hashes to its
  * ID, records this folder and this number, and names the next older entry as its parent (a
- * broken chain raises `StoreError`). A folder without commits gives `[]`. Offline:
- * `OfflineMiss` (the log is a listing of the store).
+ * broken chain raises `StoreError`). A folder without commits gives `[]`; on a bucket that
+ * keeps no versions, `NotSupported`. Offline: `OfflineMiss` (the log is a listing of the store).
  */
 export async function logFolder(
   store: ObjectStore,
@@ -159,6 +160,13 @@ export async function logFolder(
     });
   }
   const pointers = await readLog(store, bucket, folder, { signal: options.signal });
+  if (pointers.length === 0) {
+    // No log entry is no answer on a bucket that keeps no versions (it can hold no commit): the
+    // first record of the folder's own history tells. S3 and GCS refuse on the bucket's setting,
+    // Azure when it lists a blob without a version ID; either is NotSupported.
+    for await (const _ of store._history(bucket, folder, { signal: options.signal })) break;
+    return [];
+  }
   const entries: LogEntry[] = new Array(pointers.length);
   await forEachLimit(
     pointers.entries(),

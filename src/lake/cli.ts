@@ -28,8 +28,10 @@ import { debuglog } from 'node:util';
 import type { CliArgs, CliContext, Command } from '../cli/command.js';
 import { cancelOnSignal, UsageError } from '../cli/command.js';
 import { checkOutputTarget, isStdout, writeOutputFile } from '../cli/output-file.js';
+import { parseInteger } from '../concurrency.js';
 import type { BodySink } from '../driver.js';
 import { DEFAULT_WRITE_BATCH_BYTES, FileSink } from '../net/file-sink.js';
+import { MAX_PARTS_IN_FLIGHT, MAX_STALL_TIMEOUT_MS } from '../upload/settings.js';
 import { InvalidDataLocation } from './errors.js';
 import { stageFromString } from './factory.js';
 import { type DataLocation, formatDataLocation, parseDataLocation } from './location.js';
@@ -55,12 +57,9 @@ export async function locationArg(text: string): Promise<DataLocation> {
   return parseDataLocation(text);
 }
 
-function intArg(value: unknown, name: string): number | undefined {
-  if (value === undefined) return undefined;
-  const text = String(value);
-  if (!/^\d+$/.test(text))
-    throw new UsageError(`${name} takes a non-negative integer, not '${text}'`);
-  return Number(text);
+/** An integer option's value in `min..max` (`undefined` when absent); InvalidArgument (exit 2) otherwise. */
+function intArg(value: unknown, name: string, min: number, max: number): number | undefined {
+  return value === undefined ? undefined : parseInteger(String(value), name, min, max);
 }
 
 /** Parse `--range START:END` (half-open, bytes). */
@@ -150,12 +149,22 @@ const uploadCommand: Command = {
   positionals: [1, 1],
   async run(args: CliArgs, ctx: CliContext) {
     const source = args.positionals[0] as string;
+    // Checked before the stage is opened: a bad number is a usage error (exit 2), not a stage's.
+    const partsInFlight = intArg(
+      args.values['parts-in-flight'],
+      '--parts-in-flight',
+      1,
+      MAX_PARTS_IN_FLIGHT,
+    );
+    const stallSeconds = intArg(
+      args.values['stall-timeout'],
+      '--stall-timeout',
+      1,
+      Math.floor(MAX_STALL_TIMEOUT_MS / 1000),
+    );
     const stage = ctx.track(
       await stageFromString(stageArg(args), { env: ctx.env, offline: ctx.offline }),
     );
-    const partsInFlight = intArg(args.values['parts-in-flight'], '--parts-in-flight');
-    const stallSeconds = intArg(args.values['stall-timeout'], '--stall-timeout');
-    if (stallSeconds === 0) throw new UsageError('--stall-timeout takes at least 1 second');
     const contentType = args.values['content-type'];
     const checkpointDir = args.values['checkpoint-dir'];
     const bar = ctx.progress(`upload ${path.basename(source)}`);

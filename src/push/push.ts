@@ -44,7 +44,7 @@
 import { md5OfEtag } from '../cache/content-digest.js';
 import { checkDiskNames } from '../cache/fetch.js';
 import type { CommitOptions } from '../commits/commit.js';
-import { forEachLimit } from '../concurrency.js';
+import { checkConcurrency, forEachLimit } from '../concurrency.js';
 import type { ObjectInfo } from '../driver.js';
 import { NotCommitted, NotFound, SourceChanged, StoreError, UriError } from '../errors.js';
 import { compareUtf8, isMetaKey } from '../keys.js';
@@ -288,6 +288,7 @@ async function runPush(
   uri: Uri | string,
   options: PushOptions,
 ): Promise<{ result: PushResult; local: ReadonlySet<string> }> {
+  checkConcurrency(options.concurrency);
   const { folderOf } = await import('../commits/log.js');
   const { uri: folder, bucket, folder: prefix } = folderOf(store, toUri(uri), 'push');
   store.online(folder, 'push');
@@ -543,11 +544,9 @@ export async function commitFrom(
   const { folderOf } = await import('../commits/log.js');
   const { uri: folder, bucket } = folderOf(store, toUri(uri), 'commit');
   // What refuses every commit of this folder is refused before anything is pushed.
-  if (typeof message !== 'string' || message.trim() === '') {
-    throw new StoreError(`commit of ${folder} refused: the message is empty`, {
-      uri: folder.toString(),
-    });
-  }
+  const { checkMessage } = await import('../commits/commit.js');
+  checkMessage(message, folder.toString());
+  checkConcurrency(options.concurrency);
   store.online(folder, 'commit');
   if ((await store._createMode(bucket)) === 'none') {
     const { noCreateError } = await import('../commits/io.js');

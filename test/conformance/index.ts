@@ -18,7 +18,7 @@ import { stageSuite } from './stage.js';
 import { storeSuite } from './store.js';
 import type { ConformanceTarget } from './target.js';
 import { uploadsSuite } from './uploads.js';
-import { versionsSuite } from './versions.js';
+import { noVersionsSuite, versionsSuite } from './versions.js';
 
 export {
   FAULT_KINDS,
@@ -57,5 +57,6 @@ export function conformance(target: ConformanceTarget): void {
     uploadsSuite(target);
     stageSuite(target);
     versionsSuite(target);
+    noVersionsSuite(target);
   });
 }

@@ -4,9 +4,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { NotFound, UriError } from '../../src/errors.js';
+import { InvalidArgument, NotFound, UriError } from '../../src/errors.js';
 import type { ObjectStore } from '../../src/object-store.js';
 import { Uri } from '../../src/uri.js';
+import { rejection } from '../support/rejection.js';
+import { forbidPrimitives } from './fetch.js';
 import { type ConformanceTarget, randomPrefix } from './target.js';
 
 /** A new temp directory for a cache. */
@@ -100,6 +102,43 @@ export function storeSuite(target: ConformanceTarget): void {
       await store.delete(url(p, 'gone.txt'));
       await expect(store.stat(url(p, 'gone.txt'))).rejects.toBeInstanceOf(NotFound);
       await expect(store.delete(url(p, 'gone.txt'))).rejects.toBeInstanceOf(NotFound);
+    });
+
+    it('refuses a concurrency outside 1..256 and an empty commit message before any store call', async () => {
+      const p = randomPrefix();
+      const folder = url(p, 'd/');
+      const local = tempCache();
+      await writeFile(path.join(local, 'f.txt'), 'x');
+      for (const concurrency of [0, 257, 99_999_999, 1.5, Number.NaN]) {
+        expect(() => target.store({ cache: tempCache(), concurrency })).toThrow(InvalidArgument);
+      }
+      const guarded = target.store({ cache: tempCache() });
+      const spies = forbidPrimitives(guarded);
+      const calls: [string, () => Promise<unknown>][] = [];
+      for (const concurrency of [0, 257, 10_000_000, 99_999_999, 2.5]) {
+        const c = { concurrency };
+        calls.push(
+          [`fetch ${concurrency}`, () => guarded.fetch(folder, c)],
+          [`push ${concurrency}`, () => guarded.push(local, folder, c)],
+          [`deleteFolder ${concurrency}`, () => guarded.deleteFolder(folder, c)],
+          [
+            `commit --from ${concurrency}`,
+            () => guarded.commit(folder, 'm', { from: local, ...c }),
+          ],
+          [`branch ${concurrency}`, () => guarded.branch(url(randomPrefix('b'), ''), 'main', c)],
+        );
+      }
+      for (const message of ['', '  \n']) {
+        calls.push(
+          [`commit '${message}'`, () => guarded.commit(folder, message)],
+          [`commit --from '${message}'`, () => guarded.commit(folder, message, { from: local })],
+        );
+      }
+      for (const [what, call] of calls) {
+        const error = await rejection(call());
+        expect(error, what).toBeInstanceOf(InvalidArgument);
+      }
+      for (const spy of spies) expect(spy).not.toHaveBeenCalled();
     });
 
     it('keeps keys with %, +, spaces and non-ASCII exact through put, walk and stat', async () => {

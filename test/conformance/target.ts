@@ -56,6 +56,12 @@ export interface ConformanceTarget {
   store(options?: TargetStoreOptions): ObjectStore;
   /** A bucket the tests may write to (versioned when `flags.versions`); every test uses a random prefix in it. */
   bucket: string;
+  /**
+   * A bucket without versions on the same store, when `bucket` keeps them and the server can
+   * make one: the no-versions part of the suite runs on it (on `bucket` itself when
+   * `flags.versions` is false).
+   */
+  unversionedBucket?: string | undefined;
   flags: ConformanceFlags;
   /** Environment a child process needs so that `storeFor()` reaches the same store. */
   env?: Record<string, string> | undefined;

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -33,7 +33,11 @@ import type {
   VersionRecord,
 } from '../../src/driver.js';
 import {
+  exitCodeOf,
+  InvalidArgument,
+  NotCommitted,
   NotFound,
+  NotSupported,
   ObjectIntegrityError,
   OfflineMiss,
   StoreError,
@@ -160,6 +164,45 @@ export async function text(body: Readable): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/**
+ * The no-versions part of the suite, on a bucket that keeps no versions (`target.bucket` when
+ * `flags.versions` is false, else `target.unversionedBucket`): pin, commit, log and branch are
+ * `NotSupported` (CLI exit 11) on every driver, and nothing is written.
+ */
+export function noVersionsSuite(target: ConformanceTarget): void {
+  const bucket = target.flags.versions ? target.unversionedBucket : target.bucket;
+  describe.runIf(bucket !== undefined)('no versions: pin, commit, log, branch', () => {
+    it('are NotSupported on a bucket without versions, and write nothing', async () => {
+      const b = bucket as string;
+      const store = target.store({ cache: tempCache() });
+      const p = randomPrefix();
+      const url = (key: string) => `${store.scheme}://${b}/${key}`;
+      await store._put(b, `${p}f.txt`, Buffer.from('x'));
+      const local = tempCache();
+      await writeFile(path.join(local, 'g.txt'), 'y');
+      const refusals: [string, () => Promise<unknown>][] = [
+        ['pin', () => pinUri(store, url(`${p}f.txt`))],
+        ['commit', () => commitFolder(store, url(p), 'first')],
+        ['log', () => logFolder(store, url(p))],
+        ['branch', () => branchFrom(store, url(randomPrefix('br')), p.slice(0, -1))],
+        ['stat at a version', () => store.stat(`${url(`${p}f.txt`)}?at=version:1`)],
+        ['fetch at a version', () => store.fetch(`${url(`${p}f.txt`)}?at=version:1`)],
+      ];
+      for (const [what, call] of refusals) {
+        const error = await rejection(call());
+        expect(error, what).toBeInstanceOf(NotSupported);
+        expect(exitCodeOf(error), what).toBe(11);
+      }
+      // commit --from pushes, then the commit fails: NotCommitted, with the exit of its cause.
+      const after = await rejection(store.commit(url(p), 'from', { from: local }));
+      expect(after).toBeInstanceOf(NotCommitted);
+      expect((after as NotCommitted).cause).toBeInstanceOf(NotSupported);
+      expect(exitCodeOf(after)).toBe(11);
+      await expect(store._head(b, logKey(p, 1))).rejects.toBeInstanceOf(NotFound);
+    });
+  });
+}
+
 /** The versions part of the conformance suite. */
 export function versionsSuite(target: ConformanceTarget): void {
   describe.runIf(target.flags.versions)('versions: commit, log, pin, branch', () => {
@@ -264,7 +307,9 @@ export function versionsSuite(target: ConformanceTarget): void {
         await expect(commitFolder(store, url(p), 'x')).rejects.toBeInstanceOf(StoreError);
         await write(`${p}f.txt`, '1');
         for (const message of ['', '  \n']) {
-          await expect(commitFolder(store, url(p), message)).rejects.toBeInstanceOf(StoreError);
+          await expect(commitFolder(store, url(p), message)).rejects.toBeInstanceOf(
+            InvalidArgument,
+          );
         }
         const c1 = await commitFolder(store, url(p), 'one');
         const same = await rejection(commitFolder(store, url(p), 'again'));
@@ -343,6 +388,28 @@ export function versionsSuite(target: ConformanceTarget): void {
         await expect(pinUri(offline, url(p))).rejects.toBeInstanceOf(OfflineMiss);
       },
     );
+
+    it('an error about a version names the URI the caller gave, ?at=version: and all', async () => {
+      const p = randomPrefix();
+      await write(`${p}a.txt`, 'a');
+      // A real version ID, of another key: no driver can tell it from a version of this one.
+      const other = (await write(`${p}b.txt`, 'b')).versionId as string;
+      const pinned = `${url(`${p}a.txt`)}?at=version:${encodeURIComponent(other)}`;
+      for (const [what, call] of [
+        ['stat', () => fresh().stat(pinned)],
+        ['fetch', () => fresh().fetch(pinned)],
+        ['pin', () => pinUri(fresh(), pinned)],
+      ] as const) {
+        const error = await rejection(call());
+        expect(error, what).toBeInstanceOf(NotFound);
+        const message = (error as Error).message;
+        expect(message, what).toContain(url(`${p}a.txt`));
+        const named = message.includes(other) || message.includes(encodeURIComponent(other));
+        expect(named, `${what}: ${message}`).toBe(true);
+        // Never the version ID taken for a key: `scheme://bucket/<version ID>`.
+        expect(message, what).not.toContain(`${store.scheme}://${bucket}/${other}`);
+      }
+    });
 
     it.runIf(atomicish)('refuses a tampered commit object on read', async () => {
       const p = randomPrefix();
@@ -429,7 +496,8 @@ export function versionsSuite(target: ConformanceTarget): void {
         const p = randomPrefix();
         await write(`${p}f.txt`, 'x');
         const error = await rejection(commitFolder(store, url(p), 'unsafe'));
-        expect(error).toBeInstanceOf(StoreError);
+        // The store cannot do this: NotSupported (exit 11), before anything is written.
+        expect(error).toBeInstanceOf(NotSupported);
         await expect(store._head(bucket, logKey(p, 1))).rejects.toBeInstanceOf(NotFound);
       },
     );

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import {
+  InvalidArgument,
   NotCommitted,
   NotFound,
   OfflineMiss,
@@ -251,7 +252,9 @@ export function folderFlows(target: FolderFlowsTarget): void {
       // An empty message is refused before anything is sent.
       writeTree(dir, { 'later.txt': 'later\n' });
       const put = vi.spyOn(store, '_put');
-      expect(await rejection(store.commit(uri, ' ', { from: dir }))).toBeInstanceOf(StoreError);
+      expect(await rejection(store.commit(uri, ' ', { from: dir }))).toBeInstanceOf(
+        InvalidArgument,
+      );
       expect(put).not.toHaveBeenCalled();
       vi.restoreAllMocks();
       await store.close();
