@@ -12,11 +12,13 @@
  * Layout: routing and the request log here; HTTP body/reply handling and faults in
  * http-layer.ts and faults.ts; the state and its rules in store.ts; handlers in json-api.ts,
  * uploads.ts, resumable.ts, rewrite.ts, xml-api.ts; listing, media ranges, multipart bodies,
- * CRC32C and signed-URL checks each in their own file.
+ * CRC32C and signed-URL checks each in their own file; the parameters, headers and body fields
+ * each route accepts, and the 400s for the rest, in strict.ts.
  *
  * Paths accepted: `/storage/v1/b/...` (the SDK with `apiEndpoint`) and `/b/...` (the SDK with
  * `STORAGE_EMULATOR_HOST`), `/upload/storage/v1/b/B/o` for uploads, `/download/storage/v1/...`
- * for media, and `/B/O?X-Goog-Signature=...` for signed URLs.
+ * for media, and `/B/O?X-Goog-Signature=...` for signed URLs. Every other method or path
+ * answers one 501 `notImplemented` in the JSON error shape.
  *
  * @module
  */

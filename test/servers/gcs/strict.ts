@@ -84,6 +84,10 @@ const ACCEPTED: Record<RouteName, readonly string[]> = {
   'uploads.session': ['upload_id', 'uploadType', 'name'],
 };
 
+/** Why ACLs are refused: every bucket here reports uniform bucket-level access. */
+const UBLA =
+  'ACLs; buckets here have uniform bucket-level access, on which GCS refuses ACLs too (rclone: set bucket_policy_only)';
+
 /** Parameters GCS documents that the server does not implement, and what they would do. */
 const UNIMPLEMENTED_PARAMS: Record<string, string> = {
   matchGlob: 'glob filters on listings',
@@ -95,9 +99,9 @@ const UNIMPLEMENTED_PARAMS: Record<string, string> = {
   fields: 'partial responses',
   kmsKeyName: 'customer-managed encryption keys',
   destinationKmsKeyName: 'customer-managed encryption keys',
-  predefinedAcl: 'ACLs',
-  destinationPredefinedAcl: 'ACLs',
-  predefinedDefaultObjectAcl: 'ACLs',
+  predefinedAcl: UBLA,
+  destinationPredefinedAcl: UBLA,
+  predefinedDefaultObjectAcl: UBLA,
   contentEncoding: 'the contentEncoding query parameter (set it in the metadata instead)',
   overrideUnlockedRetention: 'object retention',
   enableObjectRetention: 'object retention',
@@ -180,7 +184,7 @@ export function checkHeaders(
 
 /** Object resource fields GCS documents as writable that the server does not implement. */
 const UNIMPLEMENTED_OBJECT_FIELDS: Record<string, string> = {
-  acl: 'ACLs',
+  acl: UBLA,
   customTime: 'custom times',
   eventBasedHold: 'object holds',
   temporaryHold: 'object holds',
