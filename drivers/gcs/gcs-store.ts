@@ -19,7 +19,7 @@ import type { Storage } from '@google-cloud/storage';
 import { requireVersioning, versioningMemo } from '../../src/bucket-state.js';
 import { raceAbort } from '../../src/concurrency.js';
 import type * as D from '../../src/driver.js';
-import { isAbort, NotFound, StoreError } from '../../src/errors.js';
+import { isAbort, NotFound, ObjectIntegrityError, StoreError } from '../../src/errors.js';
 import { checkByteRange, exactBytes } from '../../src/exact-bytes.js';
 import { lazy, lazyModule } from '../../src/lazy-module.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';
@@ -288,7 +288,21 @@ export class GcsStore extends ObjectStore {
     const wholeUpTo = o.range === undefined ? o.wholeUpTo : undefined;
     const get = () => this.ownGet(at, url, { ...o, wholeUpTo, media: true });
     const got = await withRetries(get, { signal: o.signal, retryable: beforeDelivery });
-    return leanGetResult(api.mediaInfo(at.bucket, at.key, got), got);
+    const info = api.mediaInfo(at.bucket, at.key, got);
+    if (o.range === undefined && got.contentLength !== info.size) {
+      // A whole read promising other than the stored size: for an object without an MD5 (a
+      // composite) nothing later would notice.
+      if ('body' in got) got.release();
+      else got.discard();
+      const kind = got.contentLength < info.size ? 'PrematureEof' : 'TooLong';
+      const uri = gcsUriText(at.bucket, at.key);
+      throw new ObjectIntegrityError(
+        kind,
+        `${at.op} ${uri}: the response has ${got.contentLength} bytes, the object ${info.size}`,
+        { uri, expected: info.size, observed: got.contentLength },
+      );
+    }
+    return leanGetResult(info, got);
   }
 
   // ---- writes ----------------------------------------------------------------------------

@@ -65,7 +65,10 @@ export function listedVersion(bucket: string, o: ObjectResource): ListedVersion 
 
 /**
  * The ObjectInfo of a media response from its headers: `x-goog-generation`, the MD5 of
- * `x-goog-hash`, the whole size from `Content-Range` when ranged (else the body's length).
+ * `x-goog-hash`, the whole size from `Content-Range` when ranged, else from
+ * `x-goog-stored-content-length` (the object's size as stored, which is what the driver asks
+ * for), else the body's length. The stored length is what catches a short or long body of an
+ * object without an MD5 — a composite — whose Content-Length agrees with its body.
  */
 export function mediaInfo(
   bucket: string,
@@ -78,7 +81,8 @@ export function mediaInfo(
   }
   const total = /\/(\d+)$/.exec(headers['content-range'] ?? '')?.[1];
   const md5 = /(?:^|,)\s*md5=([^,\s]+)/.exec(headers['x-goog-hash'] ?? '')?.[1];
-  const size = total === undefined ? contentLength : Number(total);
+  const stored = /^\d+$/.exec(headers['x-goog-stored-content-length'] ?? '')?.[0];
+  const size = Number(total ?? stored ?? contentLength);
   return { key, size, version: generation, versionId: generation, etag: md5Etag(md5) };
 }
 

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { conditionNotMet, invalid } from './api-error.js';
+import { ApiError, conditionNotMet, invalid } from './api-error.js';
 import { Content } from './content.js';
 import { listObjects, parseListQuery } from './listing.js';
 import { mediaReply } from './media.js';
@@ -22,6 +22,7 @@ import {
   type Store,
   type WritableMetadata,
 } from './store.js';
+import { checkBucketFields, checkObjectFields } from './strict.js';
 
 /** What a handler needs from the request. */
 export interface RequestContext {
@@ -56,8 +57,15 @@ export function jsonBody(ctx: RequestContext): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-/** The writable object fields of a JSON resource (insert, rewrite and compose destinations). */
-export function writableMetadata(resource: Record<string, unknown>): WritableMetadata {
+/**
+ * The writable object fields of a JSON resource (insert, rewrite and compose destinations);
+ * 400 for a field GCS would act on and the server would not (strict.ts).
+ */
+export function writableMetadata(
+  resource: Record<string, unknown>,
+  where = 'object metadata',
+): WritableMetadata {
+  checkObjectFields(resource, where);
   const meta: WritableMetadata = {};
   const strings = [
     'contentType',
@@ -83,11 +91,12 @@ export function writableMetadata(resource: Record<string, unknown>): WritableMet
 
 // --- buckets ---------------------------------------------------------------------------
 
-/** `POST /b?project=P`: buckets.insert, honouring `versioning.enabled`. */
+/** `POST /b?project=P`: buckets.insert, honouring `versioning.enabled` (nothing else). */
 export function insertBucket(ctx: RequestContext): Reply {
   const project = ctx.query.get('project');
   if (project === null || project === '') throw invalid('Required parameter: project', 'required');
   const body = jsonBody(ctx);
+  checkBucketFields(body, 'buckets.insert');
   const name = body.name;
   if (typeof name !== 'string') throw invalid('Required field: name', 'required');
   const versioning = (body.versioning as { enabled?: unknown } | undefined)?.enabled === true;
@@ -101,17 +110,36 @@ export function listBuckets(ctx: RequestContext): Reply {
   return json(200, { kind: 'storage#buckets', items });
 }
 
-/** `GET /b/B`. */
-export function getBucket(ctx: RequestContext, bucket: string): Reply {
-  return json(200, bucketResource(ctx.store.bucket(bucket), ctx.base));
+/** 412 unless the bucket's metageneration preconditions hold (304 for a read's NotMatch). */
+function requireBucketPreconditions(ctx: RequestContext, metageneration: number, read: boolean) {
+  const match = ctx.query.get('ifMetagenerationMatch');
+  const notMatch = ctx.query.get('ifMetagenerationNotMatch');
+  for (const value of [match, notMatch]) {
+    if (value !== null && !/^-?\d+$/.test(value)) throw invalid(`Invalid metageneration: ${value}`);
+  }
+  if (match !== null && BigInt(match) !== BigInt(metageneration)) throw conditionNotMet();
+  if (notMatch !== null && BigInt(notMatch) === BigInt(metageneration)) {
+    if (read) throw new ApiError(304, 'notModified', 'Not Modified');
+    throw conditionNotMet();
+  }
 }
 
-/** `PATCH /b/B` and `PUT /b/B`: only `versioning` is writable here. */
+/** `GET /b/B`, with metageneration preconditions. */
+export function getBucket(ctx: RequestContext, bucket: string): Reply {
+  const b = ctx.store.bucket(bucket);
+  requireBucketPreconditions(ctx, b.metageneration, true);
+  return json(200, bucketResource(b, ctx.base));
+}
+
+/**
+ * `PATCH /b/B` and `PUT /b/B`: only `versioning` is writable here; every other field GCS
+ * would act on (lifecycle, retentionPolicy, labels ...) is refused with 400 (strict.ts).
+ */
 export function patchBucket(ctx: RequestContext, bucket: string): Reply {
   const body = jsonBody(ctx);
+  checkBucketFields(body, ctx.method === 'PUT' ? 'buckets.update' : 'buckets.patch');
   const b = ctx.store.bucket(bucket);
-  const metagen = ctx.query.get('ifMetagenerationMatch');
-  if (metagen !== null && metagen !== String(b.metageneration)) throw conditionNotMet();
+  requireBucketPreconditions(ctx, b.metageneration, false);
   const versioning = body.versioning as { enabled?: unknown } | null | undefined;
   if (versioning !== undefined) {
     return json(
@@ -124,6 +152,7 @@ export function patchBucket(ctx: RequestContext, bucket: string): Reply {
 
 /** `DELETE /b/B`: only an empty bucket (no generation of anything left). */
 export function deleteBucket(ctx: RequestContext, bucket: string): Reply {
+  requireBucketPreconditions(ctx, ctx.store.bucket(bucket).metageneration, false);
   ctx.store.deleteBucket(bucket);
   return empty(204);
 }
@@ -150,11 +179,13 @@ export function listObjectsRoute(ctx: RequestContext, bucket: string): Reply {
 
 /** `PATCH /b/B/o/N` (merge) and `PUT /b/B/o/N` (replace): metadata only; bumps metageneration. */
 export function patchObject(ctx: RequestContext, bucket: string, name: string): Reply {
+  const changes = jsonBody(ctx);
+  checkObjectFields(changes, ctx.method === 'PUT' ? 'objects.update' : 'objects.patch');
   const version = ctx.store.patch(
     bucket,
     name,
     ctx.query.get('generation'),
-    jsonBody(ctx),
+    changes,
     parsePreconditions(ctx.query),
     ctx.method === 'PUT',
   );
@@ -167,9 +198,16 @@ export function deleteObject(ctx: RequestContext, bucket: string, name: string):
   return empty(204);
 }
 
+/** GCS's limit on the components of one composite object (the sources' counts added up). */
+export const MAX_COMPONENTS = 1024;
+
 /**
  * `POST /b/B/o/D/compose`: objects.compose, 1 to 32 sources of the same bucket, each
- * optionally of one generation and with `objectPreconditions.ifGenerationMatch`.
+ * optionally of one generation and with `objectPreconditions.ifGenerationMatch`. The result is
+ * a composite: a CRC32C, no MD5 (an `md5Hash` given for it is ignored, as GCS documents), and
+ * `componentCount` — a source that is itself composite counts with its components, at most
+ * {@link MAX_COMPONENTS} in all. A `crc32c` given for the destination is refused (400): the
+ * server does not check one.
  */
 export function composeObject(ctx: RequestContext, bucket: string, name: string): Reply {
   const body = jsonBody(ctx);
@@ -191,8 +229,19 @@ export function composeObject(ctx: RequestContext, bucket: string, name: string)
     return version;
   });
   const destination = (body.destination ?? {}) as Record<string, unknown>;
-  const meta = writableMetadata(destination);
+  if (destination.crc32c !== undefined && destination.crc32c !== null) {
+    throw invalid(
+      'A crc32c for a compose destination is not implemented by the GCS test server.',
+      'notImplemented',
+    );
+  }
+  const meta = writableMetadata(destination, 'objects.compose destination');
   const count = parts.reduce((n, v) => n + Math.max(1, v.componentCount), 0);
+  if (count > MAX_COMPONENTS) {
+    throw invalid(
+      `The composite would have ${count} components; at most ${MAX_COMPONENTS} are allowed.`,
+    );
+  }
   const version = ctx.store.insert(
     bucket,
     name,

@@ -6,6 +6,12 @@
  * strings (int64 / uint64), times are RFC 3339 with milliseconds, `md5Hash` and `crc32c` are
  * base64. The `etag` is opaque, changing with the generation and the metageneration, as GCS's.
  *
+ * A composite (made by compose, or a rewrite of one) is answered as GCS answers one
+ * (cloud.google.com/storage/docs/composite-objects): `crc32c` and `componentCount`, no
+ * `md5Hash`; on downloads `x-goog-hash` carries only `crc32c`, `x-goog-component-count` the
+ * count, and the XML API's ETag is not the MD5 hex but an opaque value (here `"-` + the JSON
+ * etag + `"`) that changes with the object.
+ *
  * @module
  */
 import type { Bucket, ObjectVersion } from './store.js';
@@ -33,7 +39,6 @@ export function objectResource(version: ObjectVersion, base: string): Record<str
     contentType: version.contentType,
     storageClass: 'STANDARD',
     size: String(version.content.size),
-    md5Hash: version.content.md5,
     crc32c: version.content.crc32c,
     etag: etag([version.generation, version.metageneration]),
     timeCreated: rfc3339(version.timeCreated),
@@ -41,6 +46,7 @@ export function objectResource(version: ObjectVersion, base: string): Record<str
     timeStorageClassUpdated: rfc3339(version.timeCreated),
     timeFinalized: rfc3339(version.timeCreated),
   };
+  if (version.content.md5 !== undefined) resource.md5Hash = version.content.md5;
   if (version.timeDeleted !== undefined) resource.timeDeleted = rfc3339(version.timeDeleted);
   if (version.contentEncoding !== undefined) resource.contentEncoding = version.contentEncoding;
   if (version.contentDisposition !== undefined) {
@@ -83,21 +89,25 @@ export function bucketResource(bucket: Bucket, base: string): Record<string, unk
  * (the SDK validates a download only when it says `identity`).
  */
 export function mediaHeaders(version: ObjectVersion, xml: boolean): Record<string, string> {
+  const opaque = etag([version.generation, version.metageneration]);
+  const md5Hex = version.content.md5Hex();
+  const { md5, crc32c } = version.content;
   const headers: Record<string, string> = {
     'content-type': version.contentType,
     'accept-ranges': 'bytes',
     'last-modified': new Date(version.updated).toUTCString(),
-    etag: xml
-      ? `"${version.content.md5Hex()}"`
-      : etag([version.generation, version.metageneration]),
+    etag: xml ? (md5Hex === undefined ? `"-${opaque}"` : `"${md5Hex}"`) : opaque,
     'x-goog-generation': version.generation,
     'x-goog-metageneration': String(version.metageneration),
-    'x-goog-hash': `crc32c=${version.content.crc32c},md5=${version.content.md5}`,
+    'x-goog-hash': md5 === undefined ? `crc32c=${crc32c}` : `crc32c=${crc32c},md5=${md5}`,
     'x-goog-stored-content-length': String(version.content.size),
     'x-goog-stored-content-encoding': version.contentEncoding ?? 'identity',
     'x-goog-storage-class': 'STANDARD',
     'cache-control': version.cacheControl ?? 'no-cache, no-store, max-age=0, must-revalidate',
   };
+  if (version.componentCount > 0) {
+    headers['x-goog-component-count'] = String(version.componentCount);
+  }
   if (version.contentDisposition !== undefined) {
     headers['content-disposition'] = version.contentDisposition;
   }

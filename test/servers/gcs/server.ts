@@ -12,11 +12,13 @@
  * Layout: routing and the request log here; HTTP body/reply handling and faults in
  * http-layer.ts and faults.ts; the state and its rules in store.ts; handlers in json-api.ts,
  * uploads.ts, resumable.ts, rewrite.ts, xml-api.ts; listing, media ranges, multipart bodies,
- * CRC32C and signed-URL checks each in their own file.
+ * CRC32C and signed-URL checks each in their own file; the parameters, headers and body fields
+ * each route accepts, and the 400s for the rest, in strict.ts.
  *
  * Paths accepted: `/storage/v1/b/...` (the SDK with `apiEndpoint`) and `/b/...` (the SDK with
  * `STORAGE_EMULATOR_HOST`), `/upload/storage/v1/b/B/o` for uploads, `/download/storage/v1/...`
- * for media, and `/B/O?X-Goog-Signature=...` for signed URLs.
+ * for media, and `/B/O?X-Goog-Signature=...` for signed URLs. Every other method or path
+ * answers one 501 `notImplemented` in the JSON error shape.
  *
  * @module
  */
@@ -55,6 +57,7 @@ import {
 import { Rewrites } from './rewrite.js';
 import { isSignedUrlQuery, type SigningKey } from './signed-url.js';
 import { Store } from './store.js';
+import { checkHeaders, checkRequest, type RouteName } from './strict.js';
 import { startUpload } from './uploads.js';
 import { signedRead } from './xml-api.js';
 
@@ -127,10 +130,16 @@ export interface GcsTestServer {
   close(): Promise<void>;
 }
 
-/** What a request resolves to before its body is read. */
+/** What a request resolves to before its body is read; `name` says which parameters it takes. */
 type Route =
-  | { kind: 'run'; bucket: string | undefined; xml: boolean; run: (ctx: RequestContext) => Reply }
-  | { kind: 'session'; uploadId: string; cancel: boolean };
+  | {
+      kind: 'run';
+      name: RouteName | 'signed';
+      bucket: string | undefined;
+      xml: boolean;
+      run: (ctx: RequestContext) => Reply;
+    }
+  | { kind: 'session'; name: 'uploads.session'; uploadId: string; cancel: boolean };
 
 function decodeSegment(segment: string): string {
   try {
@@ -140,12 +149,17 @@ function decodeSegment(segment: string): string {
   }
 }
 
-function notFound(): ApiError {
-  return new ApiError(404, 'notFound', 'Not Found');
-}
-
-function methodNotAllowed(method: string): ApiError {
-  return new ApiError(405, 'methodNotAllowed', `Method ${method} is not allowed on this path.`);
+/**
+ * The one answer to every request the server does not implement: 501 `notImplemented`, in the
+ * JSON API's error shape, naming the method and path.
+ */
+function notImplemented(method: string, rawPath: string): ApiError {
+  return new ApiError(
+    501,
+    'notImplemented',
+    `${method} ${rawPath} is not implemented by the GCS test server (docs/testing-servers.md lists what it implements).`,
+    { xmlCode: 'NotImplemented' },
+  );
 }
 
 /** The server factory; see {@link startGcsServer}. */
@@ -177,14 +191,20 @@ class GcsServer {
     });
   }
 
-  /** Resolves method and path to a handler; throws 404/405/400 for what is not served. */
+  /**
+   * Resolves method and path to a handler; throws 501 for every method and path not served.
+   * Object names are one path segment, percent-encoded as every client sends them (a `/` in a
+   * name is `%2F`), so `/o/NAME/acl` is a sub-resource (not implemented), never a name.
+   */
   private route(method: string, rawPath: string, rawQuery: string, query: URLSearchParams): Route {
+    const unserved = () => notImplemented(method, rawPath);
     if (isSignedUrlQuery(query)) {
       const [bucketRaw = '', ...rest] = rawPath.slice(1).split('/');
       const bucket = decodeSegment(bucketRaw);
       const name = rest.map(decodeSegment).join('/');
       return {
         kind: 'run',
+        name: 'signed',
         bucket,
         xml: true,
         run: (ctx) =>
@@ -214,89 +234,96 @@ class GcsServer {
       area = 'api';
       rest = rawPath.slice(1);
     } else {
-      throw new ApiError(
-        403,
-        'forbidden',
-        'Anonymous caller does not have storage.objects.get access to the Google Cloud Storage object.',
-        { xmlCode: 'AccessDenied' },
-      );
+      throw unserved(); // the XML API without a signature, and everything else
     }
-    const raw = rest.split('/');
-    const s = raw.map(decodeSegment);
-    if (s[0] !== 'b') throw notFound();
+    const s = rest.split('/').map(decodeSegment);
+    if (s[0] !== 'b' || s.some((segment, i) => segment === '' && i > 0)) throw unserved();
     const bucket = s[1];
-    const run = (fn: (ctx: RequestContext) => Reply): Route => ({
+    const run = (name: RouteName, fn: (ctx: RequestContext) => Reply): Route => ({
       kind: 'run',
+      name,
       bucket,
       xml: false,
       run: fn,
     });
+    const objectName = s[3];
 
     if (area === 'upload') {
-      if (bucket === undefined || s[2] !== 'o' || s.length !== 3) throw notFound();
+      if (bucket === undefined || s[2] !== 'o' || s.length !== 3) throw unserved();
       const uploadId = query.get('upload_id');
       if (uploadId !== null) {
-        if (method === 'PUT' || method === 'POST')
-          return { kind: 'session', uploadId, cancel: false };
-        if (method === 'DELETE') return { kind: 'session', uploadId, cancel: true };
-        throw methodNotAllowed(method);
+        if (method === 'PUT' || method === 'POST') {
+          return { kind: 'session', name: 'uploads.session', uploadId, cancel: false };
+        }
+        if (method === 'DELETE') {
+          return { kind: 'session', name: 'uploads.session', uploadId, cancel: true };
+        }
+        throw unserved();
       }
-      if (method !== 'POST') throw methodNotAllowed(method);
-      return run((ctx) => startUpload(ctx, bucket, this.uploads));
+      if (method !== 'POST') throw unserved();
+      return run('objects.insert', (ctx) => startUpload(ctx, bucket, this.uploads));
     }
     if (area === 'download') {
-      if (bucket === undefined || s[2] !== 'o' || s.length < 4) throw notFound();
-      if (method !== 'GET' && method !== 'HEAD') throw methodNotAllowed(method);
-      const name = s.slice(3).join('/');
+      if (bucket === undefined || s[2] !== 'o' || objectName === undefined || s.length !== 4) {
+        throw unserved();
+      }
+      if (method !== 'GET' && method !== 'HEAD') throw unserved();
       query.set('alt', 'media');
-      return run((ctx) => getObject(ctx, bucket, name));
+      return run('objects.get', (ctx) => getObject(ctx, bucket, objectName));
     }
 
     if (bucket === undefined) {
-      if (method === 'GET') return run(listBuckets);
-      if (method === 'POST') return run(insertBucket);
-      throw methodNotAllowed(method);
+      if (method === 'GET') return run('buckets.list', listBuckets);
+      if (method === 'POST') return run('buckets.insert', insertBucket);
+      throw unserved();
     }
     if (s.length === 2) {
-      if (method === 'GET' || method === 'HEAD') return run((ctx) => getBucket(ctx, bucket));
-      if (method === 'PATCH' || method === 'PUT') return run((ctx) => patchBucket(ctx, bucket));
-      if (method === 'DELETE') return run((ctx) => deleteBucket(ctx, bucket));
-      throw methodNotAllowed(method);
+      if (method === 'GET' || method === 'HEAD') {
+        return run('buckets.get', (ctx) => getBucket(ctx, bucket));
+      }
+      if (method === 'PATCH' || method === 'PUT') {
+        return run('buckets.patch', (ctx) => patchBucket(ctx, bucket));
+      }
+      if (method === 'DELETE') return run('buckets.delete', (ctx) => deleteBucket(ctx, bucket));
+      throw unserved();
     }
-    if (s[2] !== 'o') {
-      throw new ApiError(501, 'notImplemented', `/b/${bucket}/${s[2]} is not implemented here.`);
-    }
+    if (s[2] !== 'o') throw unserved();
     if (s.length === 3) {
-      if (method === 'GET') return run((ctx) => listObjectsRoute(ctx, bucket));
+      if (method === 'GET') return run('objects.list', (ctx) => listObjectsRoute(ctx, bucket));
       if (method === 'POST') throw invalid('Uploads go to /upload/storage/v1/b/BUCKET/o.');
-      throw methodNotAllowed(method);
+      throw unserved();
     }
-    if (method === 'POST') {
-      const verb = s[4];
-      if (
-        (verb === 'rewriteTo' || verb === 'copyTo') &&
-        s[5] === 'b' &&
-        s[7] === 'o' &&
-        s.length >= 9
-      ) {
-        const src = { bucket, name: s[3] as string };
-        const dest = { bucket: s[6] as string, name: s.slice(8).join('/') };
-        const copy = verb === 'copyTo';
-        return run((ctx) =>
-          this.rewrites.call(ctx, src, dest, this.settings.rewriteBytesPerCall, copy),
-        );
+    const name = objectName as string;
+    if (s.length === 4) {
+      if (method === 'GET' || method === 'HEAD') {
+        return run('objects.get', (ctx) => getObject(ctx, bucket, name));
       }
-      if (verb === 'compose' && s.length === 5) {
-        const name = s[3] as string;
-        return run((ctx) => composeObject(ctx, bucket, name));
+      if (method === 'PATCH' || method === 'PUT') {
+        return run('objects.patch', (ctx) => patchObject(ctx, bucket, name));
       }
-      throw methodNotAllowed(method);
+      if (method === 'DELETE')
+        return run('objects.delete', (ctx) => deleteObject(ctx, bucket, name));
+      throw unserved();
     }
-    const name = s.slice(3).join('/');
-    if (method === 'GET' || method === 'HEAD') return run((ctx) => getObject(ctx, bucket, name));
-    if (method === 'PATCH' || method === 'PUT') return run((ctx) => patchObject(ctx, bucket, name));
-    if (method === 'DELETE') return run((ctx) => deleteObject(ctx, bucket, name));
-    throw methodNotAllowed(method);
+    if (method !== 'POST') throw unserved();
+    const verb = s[4];
+    if (verb === 'compose' && s.length === 5) {
+      return run('objects.compose', (ctx) => composeObject(ctx, bucket, name));
+    }
+    if (
+      (verb === 'rewriteTo' || verb === 'copyTo') &&
+      s[5] === 'b' &&
+      s[7] === 'o' &&
+      s.length === 9
+    ) {
+      const src = { bucket, name };
+      const dest = { bucket: s[6] as string, name: s[8] as string };
+      const copy = verb === 'copyTo';
+      return run(copy ? 'objects.copy' : 'objects.rewrite', (ctx) =>
+        this.rewrites.call(ctx, src, dest, this.settings.rewriteBytesPerCall, copy),
+      );
+    }
+    throw unserved();
   }
 
   /** 401/403 when the settings deny this request. */
@@ -373,6 +400,8 @@ class GcsServer {
       const bucket = route.kind === 'run' ? route.bucket : this.uploads.bucketOf(route.uploadId);
       if (!body.aborted) {
         this.checkAccess(bucket, xml, req.headers);
+        if (route.name === 'signed') checkHeaders('signed URL', req.headers);
+        else checkRequest(route.name, query, req.headers, route.name === 'objects.get');
         if (plan.status !== undefined) {
           const { status, reason, message } = plan.status;
           throw new ApiError(status, reason, message);
