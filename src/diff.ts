@@ -6,18 +6,19 @@
  * loading the commit, which the cache keeps, so two cached commits diff offline), now one flat
  * listing. Files are matched by their path relative to their side's folder.
  *
- * **Changed means "not provably the same bytes".** Two files are the same when they are one
- * version of one key (the same key and version ID, or version token), or when both carry the
- * same digest ETag (`"<32 hex>"`, or a multipart `"<32 hex>-N"`) and size — an ETag of that form
- * is a digest of the bytes, so a file rewritten with identical bytes, or copied to another
- * folder, is not a change. Anything else with the same path is changed: a new version of a key,
- * or two keys whose ETags prove nothing (the same bytes uploaded with different part sizes, or a
- * store whose ETags are not digests). This never hides a change; it may report one of identical
- * bytes, never the reverse.
+ * **Changed means "not provably the same bytes"**, by the one rule `commit` also uses for its
+ * "no change since commit N" check ({@link sameBytes} in src/entry.ts), so `diff` against now
+ * is empty exactly when a commit would find nothing to record: the same key at the same version
+ * ID, version or ETag, or equal digests the stores state (a recorded SHA-256, the MD5 of a plain
+ * ETag, Azure's `Content-MD5` or GCS's `md5Hash`, a multipart ETag) and sizes. So a file
+ * rewritten with identical bytes, or copied to another folder, is not a change where a digest
+ * shows it; the same bytes uploaded with different part sizes, or on a store whose ETags prove
+ * nothing, are. This never hides a change; it may report one of identical bytes, never the
+ * reverse.
  *
  * @module
  */
-import type { Entry } from './entry.js';
+import { type Entry, type FileFacts, sameBytes } from './entry.js';
 import { UriError } from './errors.js';
 import { compareUtf8 } from './keys.js';
 import type { ObjectStore } from './object-store.js';
@@ -58,7 +59,6 @@ export interface DiffOptions {
 }
 
 const COMMIT_ID = /^[0-9a-f]{64}$/;
-const DIGEST_ETAG = /^"[0-9a-f]{32}(-[0-9]+)?"$/;
 
 /** A side of a diff as a folder URI; `UriError` for a version pin (a file, not a folder). */
 function sideOf(uri: Uri): Uri {
@@ -70,14 +70,10 @@ function sideOf(uri: Uri): Uri {
   return uri.asFolder();
 }
 
-/** True when two entries provably hold the same bytes (see the module comment). */
-function sameBytes(a: Entry, b: Entry): boolean {
-  if (a.size !== b.size) return false;
-  if (a.uri.key === b.uri.key) {
-    if (a.versionId !== undefined && a.versionId === b.versionId) return true;
-    if (a.version !== null && a.version === b.version) return true;
-  }
-  return a.etag !== undefined && a.etag === b.etag && DIGEST_ETAG.test(a.etag);
+/** What {@link sameBytes} compares of an entry. */
+function factsOf(e: Entry): FileFacts {
+  const { size, version, versionId, etag, md5, sha256 } = e;
+  return { key: e.uri.key, size, version, versionId, etag, md5, sha256 };
 }
 
 function fileOf(path: string, e: Entry): DiffFile {
@@ -116,7 +112,7 @@ export async function diffFolders(
   for (const [path, x] of l) {
     const y = r.get(path);
     if (y === undefined) removed.push(fileOf(path, x));
-    else if (!sameBytes(x, y)) {
+    else if (!sameBytes(factsOf(x), factsOf(y))) {
       changed.push({
         path,
         from: { size: x.size ?? 0, version: x.version },

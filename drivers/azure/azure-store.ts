@@ -164,7 +164,7 @@ export class AzureStore extends ObjectStore {
     const r = await this.onBlob(c, key, op, (b) =>
       (id ? b.withVersion(id) : b).getProperties({ abortSignal: o.signal }),
     );
-    return info(key, this.checked([op, c, key], id, r));
+    return info(key, { ...this.checked([op, c, key], id, r), blobMd5: r.contentMD5 });
   }
 
   /** List Blobs pages (at most 5,000), flat or one level, in UTF-8 order; none for no container. */
@@ -192,7 +192,7 @@ export class AzureStore extends ObjectStore {
         const r = (await pages.byPage(page).next()).value;
         const segment = r.segment as { blobItems: BlobItem[]; blobPrefixes?: { name: string }[] };
         const objects = segment.blobItems.map((b) =>
-          info(b.name, { ...b.properties, metadata: b.metadata }),
+          info(b.name, { ...b.properties, metadata: b.metadata, blobMd5: b.properties.contentMD5 }),
         );
         const prefixes = (segment.blobPrefixes ?? []).map((x) => x.name);
         return { prefixes, objects, next: (r.continuationToken as string) || undefined };
@@ -339,7 +339,10 @@ export class AzureStore extends ObjectStore {
       if (!versionId)
         throw this.unversioned('history', c, key, 'a blob is listed without a version ID');
       const [size, current] = [p.contentLength ?? 0, isCurrentVersion === true];
-      return { key, versionId, size, current, lastModified: p.lastModified };
+      // The ETag too (quoted, as HEAD and the listing give it), so that a commit records it and
+      // `diff` against now tells an unchanged blob by its ETag (src/entry.ts, sameBytes).
+      const etag = p.etag ? quoted(p.etag) : undefined;
+      return { key, versionId, size, current, etag, lastModified: p.lastModified };
     };
     async function* batches() {
       for await (const page of pages) yield page.segment.blobItems.map(record);

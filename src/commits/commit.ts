@@ -20,6 +20,7 @@
  */
 import { debuglog } from 'node:util';
 import type { CreateMode } from '../driver.js';
+import { type FileFacts, sameBytes } from '../entry.js';
 import { Exists, OfflineMiss, StoreError } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
@@ -52,10 +53,23 @@ export interface CommitOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** What {@link sameBytes} compares of a commit's file record. */
+function factsOf(f: CommitFile): FileFacts {
+  const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
+  return { key: f.key, size: f.size, version: f.versionId, versionId: f.versionId, etag: f.etag, sha256 };
+}
+
+/**
+ * True when `b` records the same files as `a`: the same keys, each the same file by the rule
+ * `diff` uses ({@link sameBytes}), so "no change since commit N" means `diff` finds none.
+ */
 function sameFiles(a: readonly CommitFile[], b: readonly CommitFile[]): boolean {
   return (
     a.length === b.length &&
-    a.every((f, i) => f.key === b[i]?.key && f.versionId === b[i]?.versionId)
+    a.every((f, i) => {
+      const g = b[i];
+      return g !== undefined && f.key === g.key && sameBytes(factsOf(f), factsOf(g));
+    })
   );
 }
 

@@ -14,6 +14,7 @@
  */
 import type { ReadableStream } from 'node:stream/web';
 import type { BodySink, ObjectInfo, OpenUpload } from '../driver.js';
+import { contentTypeFor } from '../content-type.js';
 import { StoreError } from '../errors.js';
 import { PartBufferPool } from '../upload/parts.js';
 import type { StageBackend } from './backend.js';
@@ -30,7 +31,6 @@ import {
   checkContentType,
   checkDataLocation,
   type DataLocation,
-  DEFAULT_CONTENT_TYPE,
 } from './location.js';
 import { newObjectKey, type StageLocations } from './locations.js';
 import { PresignedUrl } from './presign.js';
@@ -196,7 +196,9 @@ export class Stage implements ManagedStage {
 
   /** Upload `source` as a new object; see upload.ts and {@link UploadOptions}. */
   async upload(source: UploadSource, given: UploadOptions = {}): Promise<DataLocation> {
-    const contentType = checkContentType(given.contentType ?? DEFAULT_CONTENT_TYPE);
+    // The one rule of src/content-type.ts: the source file's extension, when it is a file.
+    const named = typeof source === 'string' ? source : '';
+    const contentType = checkContentType(await contentTypeFor(named, given.contentType));
     const window = checkPartsInFlight(given.partsInFlight ?? this.partsInFlight);
     const stallTimeoutMs = checkStallTimeout(given.stallTimeoutMs ?? this.stallTimeoutMs);
     const options: UploadOptions = { ...given, stallTimeoutMs };
