@@ -10,7 +10,9 @@
  * "no change since commit N" check ({@link sameBytes} in src/entry.ts), so `diff` against now
  * is empty exactly when a commit would find nothing to record: the same key at the same version
  * ID, version or ETag, or equal digests the stores state (a recorded SHA-256, the MD5 of a plain
- * ETag, Azure's `Content-MD5` or GCS's `md5Hash`, a multipart ETag) and sizes. So a file
+ * ETag, Azure's `Content-MD5` or GCS's `md5Hash`, a multipart ETag) and sizes. Where a side now
+ * and a side at a commit share no such field (Azure: no version IDs in a listing, no ETags in a
+ * commit), one version listing of the folder gives the side now its version IDs. So a file
  * rewritten with identical bytes, or copied to another folder, is not a change where a digest
  * shows it; the same bytes uploaded with different part sizes, or on a store whose ETags prove
  * nothing, are. This never hides a change; it may report one of identical bytes, never the
@@ -76,6 +78,37 @@ function factsOf(e: Entry): FileFacts {
   return { key: e.uri.key, size, version, versionId, etag, md5, sha256 };
 }
 
+/**
+ * The files of a side now (`now`, by path) whose listing gave no version ID where the commit on
+ * the other side recorded one and nothing else decides (Azure: List Blobs names no versions and
+ * Azure commits record no ETag) get their current version ID from one version listing of the
+ * folder (`_history`), so {@link sameBytes} compares version IDs, as `commit` does. A version ID
+ * never comes back once replaced, so the current one equal to the commit's means the file was
+ * not written since. Nothing to add: no request.
+ */
+async function addVersionIds(
+  store: ObjectStore,
+  folder: Uri,
+  now: Map<string, Entry>,
+  committed: ReadonlyMap<string, Entry>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const open = new Map<string, string>(); // key → path
+  for (const [path, e] of now) {
+    const c = committed.get(path);
+    if (c === undefined || c.versionId === undefined || e.versionId !== undefined) continue;
+    if (c.size === e.size && !sameBytes(factsOf(e), factsOf(c))) open.set(e.uri.key, path);
+  }
+  if (open.size === 0) return;
+  const { bucket } = store.locate(folder);
+  for await (const record of store._history(bucket, folder.prefix, { signal })) {
+    const path = open.get(record.key);
+    const e = path === undefined ? undefined : now.get(path);
+    if (e === undefined || !record.current || record.size !== e.size) continue;
+    now.set(path as string, { ...e, versionId: record.versionId });
+  }
+}
+
 function fileOf(path: string, e: Entry): DiffFile {
   return { path, size: e.size ?? 0, version: e.version };
 }
@@ -106,6 +139,9 @@ export async function diffFolders(
     new Map(entries.map((e) => [folder.relative(e.uri) ?? e.uri.key, e] as const));
   const l = byPath(from, left);
   const r = byPath(to, right);
+  const { signal } = options;
+  if (from.at === undefined && to.at !== undefined) await addVersionIds(store, from, l, r, signal);
+  if (to.at === undefined && from.at !== undefined) await addVersionIds(store, to, r, l, signal);
   const added: DiffFile[] = [];
   const removed: DiffFile[] = [];
   const changed: DiffChange[] = [];

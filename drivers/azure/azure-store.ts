@@ -339,10 +339,7 @@ export class AzureStore extends ObjectStore {
       if (!versionId)
         throw this.unversioned('history', c, key, 'a blob is listed without a version ID');
       const [size, current] = [p.contentLength ?? 0, isCurrentVersion === true];
-      // The ETag too (quoted, as HEAD and the listing give it), so that a commit records it and
-      // `diff` against now tells an unchanged blob by its ETag (src/entry.ts, sameBytes).
-      const etag = p.etag ? quoted(p.etag) : undefined;
-      return { key, versionId, size, current, etag, lastModified: p.lastModified };
+      return { key, versionId, size, current, lastModified: p.lastModified };
     };
     async function* batches() {
       for await (const page of pages) yield page.segment.blobItems.map(record);
