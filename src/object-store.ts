@@ -13,10 +13,12 @@
 
 import { stat as fsStat } from 'node:fs/promises';
 import type { VersionMeta } from './cache/cache.js';
+import { statedMd5 } from './cache/content-digest.js';
 import { fetchUri } from './cache/fetch.js';
 import type { BranchOptions } from './commits/branch.js';
 import type { CommitFile } from './commits/format.js';
 import type { LogEntry } from './commits/log.js';
+import { contentTypeFor } from './content-type.js';
 import type { DeleteFolderOptions, DeleteFolderResult } from './delete-folder.js';
 import type { DiffOptions, DiffResult } from './diff.js';
 import type {
@@ -35,8 +37,6 @@ import type {
   SignalOptions,
   VersionRecord,
 } from './driver.js';
-import { statedMd5 } from './cache/content-digest.js';
-import { contentTypeFor } from './content-type.js';
 import type { Entry } from './entry.js';
 import { NotFound, NotSupported, OfflineMiss, SourceError, UriError } from './errors.js';
 import { compareUtf8, META_PREFIX } from './keys.js';
@@ -470,7 +470,13 @@ export abstract class ObjectStore extends Store {
     }
     const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
     const md5 = statedMd5({ etag });
-    const entry: Entry = { uri: u, kind: 'file', size, version: f.versionId, versionId: f.versionId };
+    const entry: Entry = {
+      uri: u,
+      kind: 'file',
+      size,
+      version: f.versionId,
+      versionId: f.versionId,
+    };
     return { ...entry, etag, md5, sha256 };
   }
 

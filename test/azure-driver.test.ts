@@ -172,7 +172,8 @@ function blobSdk(container: () => ContainerClient): TargetSdk {
     put: async (key, body) => {
       await container().getBlockBlobClient(key).upload(body, body.length);
     },
-    contentType: async (key) => (await container().getBlockBlobClient(key).getProperties()).contentType,
+    contentType: async (key) =>
+      (await container().getBlockBlobClient(key).getProperties()).contentType,
   };
 }
 

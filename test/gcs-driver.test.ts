@@ -115,7 +115,8 @@ for (const lean of [true, false]) {
       put: async (key, body) => {
         await sdk.bucket(versioned).file(key).save(Buffer.from(body), { resumable: false });
       },
-      contentType: async (key) => (await sdk.bucket(versioned).file(key).getMetadata())[0].contentType,
+      contentType: async (key) =>
+        (await sdk.bucket(versioned).file(key).getMetadata())[0].contentType,
     },
     stage: ({ prefix }) =>
       stageFromDescriptor(

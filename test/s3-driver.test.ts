@@ -39,9 +39,9 @@ import {
   StoreError,
 } from '../src/errors.js';
 import { stageFromDescriptor } from '../src/lake/index.js';
+import { digestsSuite } from './conformance/digests.js';
 import { conformance } from './conformance/index.js';
 import { type ConformanceTarget, randomPrefix } from './conformance/target.js';
-import { digestsSuite } from './conformance/digests.js';
 import { versionsSuite } from './conformance/versions.js';
 import { s3Descriptor } from './fixtures/lake-helpers.js';
 import {

@@ -63,7 +63,16 @@ export function blobInfo(key: string, a: BlobAnswer): D.ObjectInfo | undefined {
   const etag = quoted(a.etag);
   const { versionId, lastModified } = a;
   const md5 = md5Hex(a.blobMd5);
-  return { key, size, version: etag, etag, versionId, lastModified, sha256: a.metadata?.sha256, md5 };
+  return {
+    key,
+    size,
+    version: etag,
+    etag,
+    versionId,
+    lastModified,
+    sha256: a.metadata?.sha256,
+    md5,
+  };
 }
 
 /** {@link blobInfo}, or a StoreError for an answer without an ETag or a size. */

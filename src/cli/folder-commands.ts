@@ -90,7 +90,8 @@ export const folderCommands: Command[] = [
           delete: values.delete === true,
           dryRun,
           concurrency,
-          contentType: typeof values['content-type'] === 'string' ? values['content-type'] : undefined,
+          contentType:
+            typeof values['content-type'] === 'string' ? values['content-type'] : undefined,
           onProgress: bar.onProgress,
         });
       } finally {

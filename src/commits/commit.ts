@@ -56,7 +56,14 @@ export interface CommitOptions {
 /** What {@link sameBytes} compares of a commit's file record. */
 function factsOf(f: CommitFile): FileFacts {
   const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
-  return { key: f.key, size: f.size, version: f.versionId, versionId: f.versionId, etag: f.etag, sha256 };
+  return {
+    key: f.key,
+    size: f.size,
+    version: f.versionId,
+    versionId: f.versionId,
+    etag: f.etag,
+    sha256,
+  };
 }
 
 /**
@@ -128,7 +135,8 @@ async function writeCommitObject(
  *   as an unreferenced, harmless object).
  *
  * Refusals: `UriError` for a URI with `?at=` or under `.provcat/`; `StoreError` for an empty
- * message, a folder with no files, no change since the parent (unless `allowEmpty`), a bucket
+ * message, a folder with no files, no change since the parent (every file the same as the
+ * parent's by the rule `diff` uses, `sameBytes` in src/entry.ts; unless `allowEmpty`), a bucket
  * without versions; `OfflineMiss` offline. A file URI is taken as the folder of that name.
  */
 export async function commitFolder(

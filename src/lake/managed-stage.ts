@@ -13,8 +13,8 @@
  * @module
  */
 import type { ReadableStream } from 'node:stream/web';
-import type { BodySink, ObjectInfo, OpenUpload } from '../driver.js';
 import { contentTypeFor } from '../content-type.js';
+import type { BodySink, ObjectInfo, OpenUpload } from '../driver.js';
 import { StoreError } from '../errors.js';
 import { PartBufferPool } from '../upload/parts.js';
 import type { StageBackend } from './backend.js';
@@ -27,11 +27,7 @@ import type {
   RetireReferencesResult,
 } from './gc/refs.js';
 import type { BackendOptions, StageDescriptor, StageKind } from './kinds.js';
-import {
-  checkContentType,
-  checkDataLocation,
-  type DataLocation,
-} from './location.js';
+import { checkContentType, checkDataLocation, type DataLocation } from './location.js';
 import { newObjectKey, type StageLocations } from './locations.js';
 import { PresignedUrl } from './presign.js';
 import { StageReads } from './reads.js';

@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { StoreError } from '../../src/errors.js';
 import type { ObjectStore } from '../../src/object-store.js';
 import { rejection } from '../support/rejection.js';
+import { runCli } from './fault-cli.js';
 import { type ConformanceTarget, randomPrefix, type TargetSdk } from './target.js';
 
 /** Register the digests part for one driver. */
@@ -62,9 +63,7 @@ export function digestsSuite(target: ConformanceTarget): void {
         const one = await store.diff(c1);
         expect(one.added).toEqual([]);
         expect(one.removed).toEqual([]);
-        expect(one.changed.map((c) => [c.path, c.from.size, c.to.size])).toEqual([
-          ['b.csv', 8, 8],
-        ]);
+        expect(one.changed.map((c) => [c.path, c.from.size, c.to.size])).toEqual([['b.csv', 8, 8]]);
         const c2 = await store.commit(uri(p), 'two');
         const after = await store.diff(c2);
         expect([after.added, after.removed, after.changed]).toEqual([[], [], []]);
@@ -178,13 +177,49 @@ export function digestsSuite(target: ConformanceTarget): void {
             expect([name, loc.contentType]).toEqual([name, expected[name]]);
             expect([name, await read(stage.keyOf(loc.uri))]).toEqual([name, expected[name]]);
           }
-          const given = await stage.upload(path.join(dir, 'a.csv'), { contentType: 'text/x-given' });
+          const given = await stage.upload(path.join(dir, 'a.csv'), {
+            contentType: 'text/x-given',
+          });
           expect(await read(stage.keyOf(given.uri))).toBe('text/x-given');
         } finally {
           await stage.close();
         }
       },
       180_000,
+    );
+
+    it.runIf(sdk?.contentType !== undefined && target.env !== undefined)(
+      'the CLI: put and push set the type of the extension, --content-type overrides',
+      async () => {
+        const read = (sdk as TargetSdk).contentType as NonNullable<TargetSdk['contentType']>;
+        const dir = path.join(work, 'cli-types');
+        await mkdir(dir, { recursive: true });
+        await writeFile(path.join(dir, 'a.csv'), 'x,y\n');
+        await writeFile(path.join(dir, 'b.json'), '{}\n');
+        const env = { ...process.env, ...target.env, PROVCAT_CACHE_DIR: path.join(work, 'cli') };
+        const run = async (...args: string[]) => {
+          const r = await runCli([...args, '--json'], { env });
+          expect([r.code, r.stderr]).toEqual([0, '']);
+        };
+        const p = `${prefix}cli/`;
+        await run('put', path.join(dir, 'a.csv'), uri(`${p}put.csv`));
+        await run(
+          'put',
+          path.join(dir, 'a.csv'),
+          uri(`${p}given`),
+          '--content-type',
+          'text/x-given',
+        );
+        await run('push', dir, uri(`${p}pushed/`));
+        await run('push', dir, uri(`${p}given/`), '--content-type', 'text/x-given');
+        expect(await read(`${p}put.csv`)).toBe('text/csv');
+        expect(await read(`${p}given`)).toBe('text/x-given');
+        expect(await read(`${p}pushed/a.csv`)).toBe('text/csv');
+        expect(await read(`${p}pushed/b.json`)).toBe('application/json');
+        expect(await read(`${p}given/a.csv`)).toBe('text/x-given');
+        expect(await read(`${p}given/b.json`)).toBe('text/x-given');
+      },
+      120_000,
     );
   });
 }
