@@ -80,8 +80,8 @@ function factsOf(e: Entry): FileFacts {
 
 /**
  * The files of a side now (`now`, by path) whose listing gave no version ID where the commit on
- * the other side recorded one and nothing else decides (Azure: List Blobs names no versions and
- * Azure commits record no ETag) get their current version ID from one version listing of the
+ * the other side recorded one, and no ETag on both sides decides (Azure: List Blobs names no
+ * versions and Azure commits record no ETag), of the same size and not shown the same, get their current version ID from one version listing of the
  * folder (`_history`), so {@link sameBytes} compares version IDs, as `commit` does. A version ID
  * never comes back once replaced, so the current one equal to the commit's means the file was
  * not written since. Nothing to add: no request.
@@ -97,6 +97,8 @@ async function addVersionIds(
   for (const [path, e] of now) {
     const c = committed.get(path);
     if (c === undefined || c.versionId === undefined || e.versionId !== undefined) continue;
+    // Two ETags of one key decide (S3 commits record the ETag): no version listing for them.
+    if (c.etag !== undefined && e.etag !== undefined) continue;
     if (c.size === e.size && !sameBytes(factsOf(e), factsOf(c))) open.set(e.uri.key, path);
   }
   if (open.size === 0) return;

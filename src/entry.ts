@@ -22,7 +22,9 @@ export interface Entry {
   /**
    * The MD5 (32 lower-case hex) of a file's bytes as the store states it, when it does: S3's
    * ETag of an object put in one request (a plain `"<32 hex>"`), Azure's `Content-MD5`, GCS's
-   * `md5Hash`, the local store's ETag (see {@link ObjectInfo.md5}).
+   * `md5Hash`, the local store's ETag (see {@link ObjectInfo.md5}). On S3 with SSE-KMS or SSE-C a
+   * listing's plain ETag looks like an MD5 and is none: it then matches no file's MD5, so it only
+   * ever makes a file look changed, never the same.
    */
   md5?: string | undefined;
   /** The SHA-256 (64 lower-case hex) recorded with a file, when the store reports one. */
