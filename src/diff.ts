@@ -6,18 +6,21 @@
  * loading the commit, which the cache keeps, so two cached commits diff offline), now one flat
  * listing. Files are matched by their path relative to their side's folder.
  *
- * **Changed means "not provably the same bytes".** Two files are the same when they are one
- * version of one key (the same key and version ID, or version token), or when both carry the
- * same digest ETag (`"<32 hex>"`, or a multipart `"<32 hex>-N"`) and size — an ETag of that form
- * is a digest of the bytes, so a file rewritten with identical bytes, or copied to another
- * folder, is not a change. Anything else with the same path is changed: a new version of a key,
- * or two keys whose ETags prove nothing (the same bytes uploaded with different part sizes, or a
- * store whose ETags are not digests). This never hides a change; it may report one of identical
- * bytes, never the reverse.
+ * **Changed means "not provably the same bytes"**, by the one rule `commit` also uses for its
+ * "no change since commit N" check ({@link sameBytes} in src/entry.ts), so `diff` against now
+ * is empty exactly when a commit would find nothing to record: the same key at the same version
+ * ID, version or ETag, or equal digests the stores state (a recorded SHA-256, the MD5 of a plain
+ * ETag, Azure's `Content-MD5` or GCS's `md5Hash`, a multipart ETag) and sizes. Where a side now
+ * and a side at a commit share no such field (Azure: no version IDs in a listing, no ETags in a
+ * commit), one version listing of the folder gives the side now its version IDs. So a file
+ * rewritten with identical bytes, or copied to another folder, is not a change where a digest
+ * shows it; the same bytes uploaded with different part sizes, or on a store whose ETags prove
+ * nothing, are. This never hides a change; it may report one of identical bytes, never the
+ * reverse.
  *
  * @module
  */
-import type { Entry } from './entry.js';
+import { type Entry, type FileFacts, sameBytes } from './entry.js';
 import { UriError } from './errors.js';
 import { compareUtf8 } from './keys.js';
 import type { ObjectStore } from './object-store.js';
@@ -58,7 +61,6 @@ export interface DiffOptions {
 }
 
 const COMMIT_ID = /^[0-9a-f]{64}$/;
-const DIGEST_ETAG = /^"[0-9a-f]{32}(-[0-9]+)?"$/;
 
 /** A side of a diff as a folder URI; `UriError` for a version pin (a file, not a folder). */
 function sideOf(uri: Uri): Uri {
@@ -70,14 +72,43 @@ function sideOf(uri: Uri): Uri {
   return uri.asFolder();
 }
 
-/** True when two entries provably hold the same bytes (see the module comment). */
-function sameBytes(a: Entry, b: Entry): boolean {
-  if (a.size !== b.size) return false;
-  if (a.uri.key === b.uri.key) {
-    if (a.versionId !== undefined && a.versionId === b.versionId) return true;
-    if (a.version !== null && a.version === b.version) return true;
+/** What {@link sameBytes} compares of an entry. */
+function factsOf(e: Entry): FileFacts {
+  const { size, version, versionId, etag, md5, sha256 } = e;
+  return { key: e.uri.key, size, version, versionId, etag, md5, sha256 };
+}
+
+/**
+ * The files of a side now (`now`, by path) whose listing gave no version ID where the commit on
+ * the other side recorded one, and no ETag on both sides decides (Azure: List Blobs names no
+ * versions and Azure commits record no ETag), of the same size and not shown the same, get their current version ID from one version listing of the
+ * folder (`_history`), so {@link sameBytes} compares version IDs, as `commit` does. A version ID
+ * never comes back once replaced, so the current one equal to the commit's means the file was
+ * not written since. Nothing to add: no request.
+ */
+async function addVersionIds(
+  store: ObjectStore,
+  folder: Uri,
+  now: Map<string, Entry>,
+  committed: ReadonlyMap<string, Entry>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const open = new Map<string, string>(); // key → path
+  for (const [path, e] of now) {
+    const c = committed.get(path);
+    if (c === undefined || c.versionId === undefined || e.versionId !== undefined) continue;
+    // Two ETags of one key decide (S3 commits record the ETag): no version listing for them.
+    if (c.etag !== undefined && e.etag !== undefined) continue;
+    if (c.size === e.size && !sameBytes(factsOf(e), factsOf(c))) open.set(e.uri.key, path);
   }
-  return a.etag !== undefined && a.etag === b.etag && DIGEST_ETAG.test(a.etag);
+  if (open.size === 0) return;
+  const { bucket } = store.locate(folder);
+  for await (const record of store._history(bucket, folder.prefix, { signal })) {
+    const path = open.get(record.key);
+    const e = path === undefined ? undefined : now.get(path);
+    if (e === undefined || !record.current || record.size !== e.size) continue;
+    now.set(path as string, { ...e, versionId: record.versionId });
+  }
 }
 
 function fileOf(path: string, e: Entry): DiffFile {
@@ -110,13 +141,16 @@ export async function diffFolders(
     new Map(entries.map((e) => [folder.relative(e.uri) ?? e.uri.key, e] as const));
   const l = byPath(from, left);
   const r = byPath(to, right);
+  const { signal } = options;
+  if (from.at === undefined && to.at !== undefined) await addVersionIds(store, from, l, r, signal);
+  if (to.at === undefined && from.at !== undefined) await addVersionIds(store, to, r, l, signal);
   const added: DiffFile[] = [];
   const removed: DiffFile[] = [];
   const changed: DiffChange[] = [];
   for (const [path, x] of l) {
     const y = r.get(path);
     if (y === undefined) removed.push(fileOf(path, x));
-    else if (!sameBytes(x, y)) {
+    else if (!sameBytes(factsOf(x), factsOf(y))) {
       changed.push({
         path,
         from: { size: x.size ?? 0, version: x.version },

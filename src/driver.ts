@@ -42,6 +42,13 @@ export interface ObjectInfo {
    * checked by the store.
    */
   sha256?: string | undefined;
+  /**
+   * The MD5 (32 lower-case hex) of the bytes, as the store states it beside the ETag: Azure's
+   * `Content-MD5`, GCS's `md5Hash`. A driver whose ETag is itself the MD5 (S3 objects put in one
+   * request, the local store) need not repeat it: the core reads a plain `"<32 hex>"` ETag as the
+   * MD5 (`statedMd5`, src/cache/content-digest.ts). Never set from a multipart ETag or one the store says is no MD5.
+   */
+  md5?: string | undefined;
 }
 
 /** One page of a listing: the folder prefixes (each ending in the delimiter) and the objects. */

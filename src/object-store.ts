@@ -13,11 +13,13 @@
 
 import { stat as fsStat } from 'node:fs/promises';
 import type { VersionMeta } from './cache/cache.js';
+import { statedMd5 } from './cache/content-digest.js';
 import { fetchUri } from './cache/fetch.js';
 import type { BranchOptions } from './commits/branch.js';
 import type { CommitFile } from './commits/format.js';
 import type { LogEntry } from './commits/log.js';
 import { checkConcurrency } from './concurrency.js';
+import { contentTypeFor } from './content-type.js';
 import type { DeleteFolderOptions, DeleteFolderResult } from './delete-folder.js';
 import type { DiffOptions, DiffResult } from './diff.js';
 import type {
@@ -77,6 +79,7 @@ export interface FetchResult {
 
 /** Options of {@link ObjectStore.put}. */
 export interface PutCallOptions {
+  /** The Content-Type to store (default: by the key's extension, src/content-type.ts). */
   contentType?: string | undefined;
   signal?: AbortSignal | undefined;
   onProgress?: ProgressCallback | undefined;
@@ -241,7 +244,7 @@ export abstract class ObjectStore extends Store {
     const progress = this.progressFor('put', u, options.onProgress, size);
     const putOptions = {
       size,
-      contentType: options.contentType,
+      contentType: await contentTypeFor(key, options.contentType),
       signal: options.signal,
       onProgress: progress,
     };
@@ -380,6 +383,8 @@ export abstract class ObjectStore extends Store {
       version: info.version,
       versionId: info.versionId,
       etag: info.etag,
+      md5: statedMd5(info),
+      sha256: info.sha256,
     };
   }
 
@@ -467,7 +472,16 @@ export abstract class ObjectStore extends Store {
       size = meta.size;
       etag = etag ?? meta.etag;
     }
-    return { uri: u, kind: 'file', size, version: f.versionId, versionId: f.versionId, etag };
+    const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
+    const md5 = statedMd5({ etag });
+    const entry: Entry = {
+      uri: u,
+      kind: 'file',
+      size,
+      version: f.versionId,
+      versionId: f.versionId,
+    };
+    return { ...entry, etag, md5, sha256 };
   }
 
   /** Size and ETag of one version: from the cache, else one `_headVersion` (then cached). */
@@ -660,6 +674,8 @@ export abstract class ObjectStore extends Store {
     options: PutOptions,
     single: (source: PutSource, options: PutOptions) => Promise<ObjectInfo>,
   ): Promise<ObjectInfo> {
+    // Every object written gets a type by the one rule (src/content-type.ts), in one request or in parts.
+    options = { ...options, contentType: await contentTypeFor(key, options.contentType) };
     const protocol = this.partProtocol(bucket);
     if (protocol === undefined) return single(source, options);
     const [{ putObject }, { PartBufferPool }] = await Promise.all([

@@ -36,7 +36,7 @@ import { compareUtf8 } from '../src/keys.js';
 import { type Stage, stageFromDescriptor } from '../src/lake/index.js';
 import { conformance } from './conformance/index.js';
 import { tempCache } from './conformance/store.js';
-import { randomPrefix } from './conformance/target.js';
+import { randomPrefix, type TargetSdk } from './conformance/target.js';
 import { DEV_ACCOUNT_NAME } from './servers/azure-dev-account.js';
 import type { AzureVersionsServer } from './servers/azure-versions/index.js';
 import { startAzureVersionsServer } from './servers/azure-versions/index.js';
@@ -166,6 +166,17 @@ describe('azure configuration', () => {
   });
 });
 
+/** The official SDK's writes and HEADs in a container, for the conformance suite. */
+function blobSdk(container: () => ContainerClient): TargetSdk {
+  return {
+    put: async (key, body) => {
+      await container().getBlockBlobClient(key).upload(body, body.length);
+    },
+    contentType: async (key) =>
+      (await container().getBlockBlobClient(key).getProperties()).contentType,
+  };
+}
+
 // ---- Azurite --------------------------------------------------------------------------------
 
 describeAzurite('azure driver on Azurite', () => {
@@ -200,6 +211,7 @@ describeAzurite('azure driver on Azurite', () => {
         hostileKeys: true,
         parts: true,
       },
+      sdk: blobSdk(() => container),
       env: {
         AZURE_STORAGE_CONNECTION_STRING: process.env.PROVCAT_TEST_AZURITE_CONNECTION_STRING ?? '',
         PROVCAT_AZURE_LEAN: lean ? '1' : '0',
@@ -433,6 +445,7 @@ describe('azure driver on the versions server', () => {
       store: (o) => new AzureStore({ ...options(), leanReads: lean, ...o }),
       bucket: name,
       flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
+      sdk: blobSdk(() => service.getContainerClient(name)),
     });
   }
 

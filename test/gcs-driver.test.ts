@@ -112,6 +112,13 @@ for (const lean of [true, false]) {
       listsUploads: false,
     },
     env: { STORAGE_EMULATOR_HOST: server.url, PROVCAT_GCS_LEAN: lean ? '1' : '0' },
+    sdk: {
+      put: async (key, body) => {
+        await sdk.bucket(versioned).file(key).save(Buffer.from(body), { resumable: false });
+      },
+      contentType: async (key) =>
+        (await sdk.bucket(versioned).file(key).getMetadata())[0].contentType,
+    },
     stage: ({ prefix }) =>
       stageFromDescriptor(
         { version: 1, kind: 'gs', bucket: versioned, prefix, endpoint: server.url },

@@ -41,6 +41,14 @@ conformance({
   bucket: 'conf',
   flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: false },
   env: { PROVCAT_LOCAL_ROOT: root },
+  // No SDK but provcat's: another store on the same root is the other client (no content types).
+  sdk: {
+    put: async (key, body) => {
+      const other = new LocalStore({ root, cache: path.join(work, 'other-cache') });
+      await other._put('conf', key, body);
+      await other.close();
+    },
+  },
   stage: ({ prefix }) =>
     stageFromDescriptor({ version: 1, kind: 'local', root: path.join(root, 'stages', prefix) }),
 });

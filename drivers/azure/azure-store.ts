@@ -175,7 +175,7 @@ export class AzureStore extends ObjectStore {
       (b) => (id ? b.withVersion(id) : b).getProperties({ abortSignal: o.signal }),
       id,
     );
-    return info(key, this.checked([op, c, key], id, r));
+    return info(key, { ...this.checked([op, c, key], id, r), blobMd5: r.contentMD5 });
   }
 
   /** List Blobs pages (at most 5,000), flat or one level, in UTF-8 order; none for no container. */
@@ -203,7 +203,7 @@ export class AzureStore extends ObjectStore {
         const r = (await pages.byPage(page).next()).value;
         const segment = r.segment as { blobItems: BlobItem[]; blobPrefixes?: { name: string }[] };
         const objects = segment.blobItems.map((b) =>
-          info(b.name, { ...b.properties, metadata: b.metadata }),
+          info(b.name, { ...b.properties, metadata: b.metadata, blobMd5: b.properties.contentMD5 }),
         );
         const prefixes = (segment.blobPrefixes ?? []).map((x) => x.name);
         return { prefixes, objects, next: (r.continuationToken as string) || undefined };

@@ -35,7 +35,22 @@ export type LeanListPage = D.ListPage & { next: string | undefined };
 /** What an answer says of a blob: an SDK response's fields, or the same read off headers. */
 export type BlobAnswer = Partial<
   Pick<BlobGetPropertiesResponse, 'etag' | 'contentLength' | 'versionId' | 'lastModified'>
-> & { contentRange?: string | undefined; metadata?: Record<string, string> | undefined };
+> & {
+  contentRange?: string | undefined;
+  metadata?: Record<string, string> | undefined;
+  /**
+   * The blob's `Content-MD5` property (bytes, or base64 as listings and headers give it). Set only
+   * from a listing or Get Blob Properties: a ranged read's `Content-MD5` is of the range.
+   */
+  blobMd5?: Uint8Array | string | undefined;
+};
+
+/** The hex of a 16-byte MD5 given as bytes or base64, else `undefined`. */
+function md5Hex(md5: Uint8Array | string | undefined): string | undefined {
+  if (md5 === undefined) return undefined;
+  const bytes = typeof md5 === 'string' ? Buffer.from(md5, 'base64') : Buffer.from(md5);
+  return bytes.length === 16 ? bytes.toString('hex') : undefined;
+}
 
 /** The quoted form of an ETag (headers quote it, listings do not). */
 export const quoted = (etag: string) => (etag.startsWith('"') ? etag : `"${etag}"`);
@@ -47,7 +62,17 @@ export function blobInfo(key: string, a: BlobAnswer): D.ObjectInfo | undefined {
   if (!a.etag || size === undefined) return undefined;
   const etag = quoted(a.etag);
   const { versionId, lastModified } = a;
-  return { key, size, version: etag, etag, versionId, lastModified, sha256: a.metadata?.sha256 };
+  const md5 = md5Hex(a.blobMd5);
+  return {
+    key,
+    size,
+    version: etag,
+    etag,
+    versionId,
+    lastModified,
+    sha256: a.metadata?.sha256,
+    md5,
+  };
 }
 
 /** {@link blobInfo}, or a StoreError for an answer without an ETag or a size. */
@@ -83,6 +108,7 @@ export function parseBlobList(xml: string): LeanListPage | undefined {
     const [etag, sha256] = [field(body, 'Etag'), field(body, 'sha256')];
     const info = blobInfo(key, {
       etag: etag && xmlText(etag),
+      blobMd5: field(body, 'Content-MD5'),
       contentLength: Number(field(body, 'Content-Length')),
       lastModified: date(field(body, 'Last-Modified')),
       metadata: sha256 ? { sha256 } : undefined,

@@ -18,6 +18,7 @@ import { debuglog } from 'node:util';
 import type { Storage } from '@google-cloud/storage';
 import { requireVersioning, versioningMemo } from '../../src/bucket-state.js';
 import { raceAbort } from '../../src/concurrency.js';
+import { DEFAULT_CONTENT_TYPE } from '../../src/content-type.js';
 import type * as D from '../../src/driver.js';
 import { isAbort, NotFound, ObjectIntegrityError, StoreError } from '../../src/errors.js';
 import { checkByteRange, exactBytes } from '../../src/exact-bytes.js';
@@ -330,7 +331,8 @@ export class GcsStore extends ObjectStore {
       const file = storage.bucket(bucket).file(key);
       const settings = {
         resumable: false,
-        metadata: o.contentType === undefined ? {} : { contentType: o.contentType },
+        // Always a type: without one the SDK guesses from the name by a table of its own.
+        metadata: { contentType: o.contentType ?? DEFAULT_CONTENT_TYPE },
         preconditionOpts: ifGenerationMatch === undefined ? undefined : { ifGenerationMatch },
       };
       if (source instanceof Uint8Array) {

@@ -30,10 +30,16 @@ export function isGeneration(value: string): boolean {
   return /^[1-9]\d{0,18}$/.test(value);
 }
 
+/** The hex of a base64 MD5 (`md5Hash`), or `undefined`. */
+function md5Hex(md5Base64: string | undefined): string | undefined {
+  const digest = Buffer.from(md5Base64 ?? '', 'base64');
+  return digest.length === 16 ? digest.toString('hex') : undefined;
+}
+
 /** The S3-style ETag (`"<32 hex>"`) of a base64 MD5, or `undefined`. */
 function md5Etag(md5Base64: string | undefined): string | undefined {
-  const digest = Buffer.from(md5Base64 ?? '', 'base64');
-  return digest.length === 16 ? `"${digest.toString('hex')}"` : undefined;
+  const hex = md5Hex(md5Base64);
+  return hex === undefined ? undefined : `"${hex}"`;
 }
 
 /** An ObjectInfo from an object resource; StoreError without a name, size or generation. */
@@ -51,6 +57,7 @@ export function objectInfo(bucket: string, o: ObjectResource): ObjectInfo {
     version: generation,
     versionId: generation,
     etag: md5Etag(o.md5Hash),
+    md5: md5Hex(o.md5Hash),
     lastModified: o.updated === undefined ? undefined : new Date(o.updated),
   };
 }

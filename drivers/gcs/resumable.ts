@@ -11,6 +11,7 @@
  */
 import { Readable } from 'node:stream';
 import type { Storage } from '@google-cloud/storage';
+import { DEFAULT_CONTENT_TYPE } from '../../src/content-type.js';
 import type * as D from '../../src/driver.js';
 import { isAbort, NotSupported, StoreError } from '../../src/errors.js';
 import { withRetries } from '../../src/retry.js';
@@ -68,7 +69,8 @@ export class GcsResumable implements D.PartProtocol {
   async create(key: string, options: D.UploadObjectOptions): Promise<string> {
     this.guard('create session', key);
     const file = (await this.storage()).bucket(this.bucket).file(key);
-    const metadata = options.contentType === undefined ? {} : { contentType: options.contentType };
+    // Always a type: without one the SDK may guess from the name by a table of its own.
+    const metadata = { contentType: options.contentType ?? DEFAULT_CONTENT_TYPE };
     try {
       const [uri] = await file.createResumableUpload({ metadata });
       return options.size === undefined ? uri : `${uri}#${options.size}`;

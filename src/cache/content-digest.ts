@@ -42,6 +42,15 @@ export function md5OfEtag(etag: string | undefined): string | undefined {
 }
 
 /**
+ * The MD5 of an object as a listing or a HEAD states it ({@link ObjectInfo.md5}, else a plain
+ * MD5 ETag), lower-case hex, or `undefined`.
+ */
+export function statedMd5(info: { md5?: string | undefined; etag?: string | undefined }) {
+  const md5 = info.md5?.toLowerCase();
+  return md5 !== undefined && /^[0-9a-f]{32}$/.test(md5) ? md5 : md5OfEtag(info.etag);
+}
+
+/**
  * The digest a record states: its `sha256` when that is 64 hex, else the MD5 of a plain ETag,
  * else `undefined` (nothing to check but the size).
  */

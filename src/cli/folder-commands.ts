@@ -70,9 +70,11 @@ export const folderCommands: Command[] = [
   {
     name: 'push',
     summary: 'upload a local folder to a store folder, skipping unchanged files',
-    usage: 'provcat push LOCALDIR URI/ [--delete] [--dry-run] [--concurrency N] [--json]',
+    usage:
+      'provcat push LOCALDIR URI/ [--delete] [--dry-run] [--concurrency N] [--content-type T] [--json]',
     options: {
       delete: { type: 'boolean' },
+      'content-type': { type: 'string' },
       'dry-run': { type: 'boolean' },
       concurrency: { type: 'string' },
     },
@@ -88,6 +90,8 @@ export const folderCommands: Command[] = [
           delete: values.delete === true,
           dryRun,
           concurrency,
+          contentType:
+            typeof values['content-type'] === 'string' ? values['content-type'] : undefined,
           onProgress: bar.onProgress,
         });
       } finally {

@@ -20,6 +20,7 @@
  */
 import { debuglog } from 'node:util';
 import type { CreateMode } from '../driver.js';
+import { type FileFacts, sameBytes } from '../entry.js';
 import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../errors.js';
 import type { ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
@@ -62,10 +63,30 @@ export function checkMessage(message: unknown, where: string): void {
   }
 }
 
+/** What {@link sameBytes} compares of a commit's file record. */
+function factsOf(f: CommitFile): FileFacts {
+  const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
+  return {
+    key: f.key,
+    size: f.size,
+    version: f.versionId,
+    versionId: f.versionId,
+    etag: f.etag,
+    sha256,
+  };
+}
+
+/**
+ * True when `b` records the same files as `a`: the same keys, each the same file by the rule
+ * `diff` uses ({@link sameBytes}), so "no change since commit N" means `diff` finds none.
+ */
 function sameFiles(a: readonly CommitFile[], b: readonly CommitFile[]): boolean {
   return (
     a.length === b.length &&
-    a.every((f, i) => f.key === b[i]?.key && f.versionId === b[i]?.versionId)
+    a.every((f, i) => {
+      const g = b[i];
+      return g !== undefined && f.key === g.key && sameBytes(factsOf(f), factsOf(g));
+    })
   );
 }
 
@@ -125,8 +146,9 @@ async function writeCommitObject(
  *
  * Refusals: `UriError` for a URI with `?at=` or under `.provcat/`; `InvalidArgument` for an
  * empty message (before any I/O); `StoreError` for a folder with no files, no change since the
- * parent (unless `allowEmpty`); `NotSupported` for a bucket without versions; `OfflineMiss`
- * offline. A file URI is taken as the folder of that name.
+ * parent (every file the same as the parent's by the rule `diff` uses, `sameBytes` in
+ * src/entry.ts; unless `allowEmpty`); `NotSupported` for a bucket without versions;
+ * `OfflineMiss` offline. A file URI is taken as the folder of that name.
  */
 export async function commitFolder(
   store: ObjectStore,

@@ -13,6 +13,7 @@
  * @module
  */
 import type { ReadableStream } from 'node:stream/web';
+import { contentTypeFor } from '../content-type.js';
 import type { BodySink, ObjectInfo, OpenUpload } from '../driver.js';
 import { StoreError } from '../errors.js';
 import { PartBufferPool } from '../upload/parts.js';
@@ -26,12 +27,7 @@ import type {
   RetireReferencesResult,
 } from './gc/refs.js';
 import type { BackendOptions, StageDescriptor, StageKind } from './kinds.js';
-import {
-  checkContentType,
-  checkDataLocation,
-  type DataLocation,
-  DEFAULT_CONTENT_TYPE,
-} from './location.js';
+import { checkContentType, checkDataLocation, type DataLocation } from './location.js';
 import { newObjectKey, type StageLocations } from './locations.js';
 import { PresignedUrl } from './presign.js';
 import { StageReads } from './reads.js';
@@ -196,7 +192,9 @@ export class Stage implements ManagedStage {
 
   /** Upload `source` as a new object; see upload.ts and {@link UploadOptions}. */
   async upload(source: UploadSource, given: UploadOptions = {}): Promise<DataLocation> {
-    const contentType = checkContentType(given.contentType ?? DEFAULT_CONTENT_TYPE);
+    // The one rule of src/content-type.ts: the source file's extension, when it is a file.
+    const named = typeof source === 'string' ? source : '';
+    const contentType = checkContentType(await contentTypeFor(named, given.contentType));
     const window = checkPartsInFlight(given.partsInFlight ?? this.partsInFlight);
     const stallTimeoutMs = checkStallTimeout(given.stallTimeoutMs ?? this.stallTimeoutMs);
     const options: UploadOptions = { ...given, stallTimeoutMs };

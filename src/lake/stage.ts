@@ -22,7 +22,10 @@ export type UploadSource = string | Readable | ReadableStream<Uint8Array>;
 
 /** Options of {@link ManagedStage.upload}. */
 export interface UploadOptions {
-  /** MIME type recorded in the DataLocation (and as the object's Content-Type). Default `application/octet-stream`. */
+  /**
+   * MIME type recorded in the DataLocation (and as the object's Content-Type). Default: the type
+   * of a source file's extension, else `application/octet-stream` (src/content-type.ts).
+   */
   contentType?: string | undefined;
   /**
    * Cancels the upload: the upload is aborted (bounded: 30 s; on a local stage its `.uploading`

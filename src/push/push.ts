@@ -3,23 +3,32 @@
  * and {@link commitFrom}: push, then commit, in one call.
  *
  * **One listing decides what is unchanged.** The store folder is listed once (flat). A file is
- * sent unless the listing proves the object holds its bytes:
+ * sent unless the listing proves the object holds its bytes, by a digest the listing states —
+ * whoever wrote the object (provcat, the store's own SDK, another tool):
  *
  * 1. no object under its key, or another size: sent;
- * 2. an ETag of the exact form `"<32 hex>"` (a single-request upload's MD5 on S3, every object of
- *    the local store): unchanged when it equals the file's MD5;
- * 3. a SHA-256 the listing reports (`ObjectInfo.sha256`, where a driver's listing carries it):
- *    unchanged when it equals the file's SHA-256;
- * 4. any other ETag (a multipart ETag `"…-N"`, which depends on the part size, not only the
- *    bytes), on a driver that records the SHA-256 of provcat's puts (`sha256Metadata`): one HEAD
- *    reads the recorded SHA-256 — S3 returns `x-amz-meta-sha256` on HEAD but not in
- *    ListObjectsV2, so the listing cannot. Such objects are large (above the multipart
- *    threshold), so the HEAD is small beside the upload it saves;
+ * 2. a SHA-256 the listing reports (`ObjectInfo.sha256`: provcat's own record, where a driver's
+ *    listing carries metadata, as Azure's does): unchanged when it equals the file's SHA-256;
+ * 3. else an MD5 the listing states (`statedMd5`: an ETag of the exact form `"<32 hex>"` — S3's
+ *    ETag of an object put in one request, every object of the local store — Azure's
+ *    `Content-MD5`, GCS's `md5Hash`): unchanged when it equals the file's MD5;
+ * 4. else (a multipart ETag `"…-N"`, which depends on the part size, not only the bytes; an
+ *    Azure blob of staged blocks, which has no MD5), on a driver that records the SHA-256 of
+ *    provcat's puts (`sha256Metadata`): one HEAD reads the recorded SHA-256 — S3 returns
+ *    `x-amz-meta-sha256` on HEAD but not in ListObjectsV2. Such objects are large (above the
+ *    multipart threshold), so the HEAD is small beside the upload it saves;
  * 5. else: sent (unknown is never taken as unchanged).
  *
+ * A file is hashed at most once: with the one digest its object states (the SHA-256 when it
+ * states both, since a driver that records SHA-256s needs it for the upload anyway), and a file
+ * read from disk computes the SHA-256 to record in the same pass as the MD5 it compares.
+ *
  * So a second push of an unchanged folder of small files is one listing and no other request.
- * A store whose plain ETags are no MD5 (S3 with SSE-KMS or SSE-C) never matches in step 2, and
+ * A store whose plain ETags are no MD5 (S3 with SSE-KMS or SSE-C) never matches in step 3, and
  * every file is sent again: correct, not cheap.
+ *
+ * **Every object gets its Content-Type by the one rule** of src/content-type.ts: `contentType`
+ * when given (`--content-type`), else the type of the file's extension.
  *
  * **Refusals come before anything is sent.** Names no URI can name, links to folders, special
  * files and `.provcat/` at a bucket root raise before any store call; names that collide on a
@@ -41,10 +50,11 @@
  * @module
  */
 
-import { md5OfEtag } from '../cache/content-digest.js';
+import { statedMd5 } from '../cache/content-digest.js';
 import { checkDiskNames } from '../cache/fetch.js';
 import type { CommitOptions } from '../commits/commit.js';
 import { checkConcurrency, forEachLimit } from '../concurrency.js';
+import { contentTypeFor } from '../content-type.js';
 import type { ObjectInfo } from '../driver.js';
 import { NotCommitted, NotFound, SourceChanged, StoreError, UriError } from '../errors.js';
 import { compareUtf8, isMetaKey } from '../keys.js';
@@ -73,6 +83,11 @@ export const MEMORY_BUDGET = 128 * 1024 * 1024;
 export interface PushOptions {
   /** Also delete the objects under the store folder that the local folder lacks (never `.provcat/`). */
   delete?: boolean | undefined;
+  /**
+   * The Content-Type of every object sent (default: by each file's extension,
+   * src/content-type.ts).
+   */
+  contentType?: string | undefined;
   /** Decide everything (listing, digests) and report it, but write and delete nothing. */
   dryRun?: boolean | undefined;
   /** Most requests in flight (default: the store's `concurrency`). */
@@ -314,7 +329,7 @@ async function runPush(
     totalBytes,
     files.length,
   );
-  const pusher = new FilePusher(store, bucket, prefix, dryRun, progress);
+  const pusher = new FilePusher(store, bucket, prefix, dryRun, progress, options.contentType);
   const uploads: PushAction[] = [];
   let skipped = 0;
   const concurrency = options.concurrency ?? store.concurrency;
@@ -371,6 +386,7 @@ class FilePusher {
     private readonly prefix: string,
     private readonly dryRun: boolean,
     private readonly progress: PushProgress,
+    private readonly contentType: string | undefined,
   ) {
     this.wholeMax = Math.min(WHOLE_READ_MAX, store.uploads.multipartThreshold);
     this.recordSha = store.capabilities.sha256Metadata === true;
@@ -414,6 +430,7 @@ class FilePusher {
           : undefined;
         await this.store._put(this.bucket, this.prefix + file.rel, bytes, {
           size: bytes.length,
+          contentType: await contentTypeFor(file.rel, this.contentType),
           sha256,
           signal,
           onProgress: progress.onProgress,
@@ -456,6 +473,7 @@ class FilePusher {
       try {
         await this.store._put(this.bucket, this.prefix + file.rel, file.path, {
           size: before.size,
+          contentType: await contentTypeFor(file.rel, this.contentType),
           sha256: digests.sha256,
           signal,
           onProgress: progress.onProgress,
@@ -477,8 +495,9 @@ class FilePusher {
   }
 
   /**
-   * True when the listing (or, for a non-MD5 ETag on a driver that records SHA-256s, one HEAD)
-   * proves the object holds the file's bytes. `digest` hashes the file on demand.
+   * True when a digest the listing states (or, when it states none, on a driver that records
+   * SHA-256s, one HEAD) proves the object holds the file's bytes; see the module comment.
+   * `digest` hashes the file on demand.
    */
   private async unchanged(
     file: LocalFile,
@@ -488,10 +507,13 @@ class FilePusher {
     signal: AbortSignal,
   ): Promise<boolean> {
     if (info === undefined || info.size !== size) return false;
-    const md5 = md5OfEtag(info.etag);
+    if (info.sha256 !== undefined) {
+      return (await digest({ md5: false, sha256: true })).sha256 === info.sha256;
+    }
+    const md5 = statedMd5(info);
     if (md5 !== undefined) return (await digest({ md5: true, sha256: false })).md5 === md5;
-    let recorded = info.sha256;
-    if (recorded === undefined && this.recordSha) {
+    let recorded: string | undefined;
+    if (this.recordSha) {
       let head: ObjectInfo;
       try {
         head = await this.store._head(this.bucket, this.prefix + file.rel, { signal });
@@ -501,6 +523,10 @@ class FilePusher {
       }
       if (head.size !== size) return false;
       recorded = head.sha256;
+      const headMd5 = recorded === undefined ? statedMd5(head) : undefined;
+      if (headMd5 !== undefined) {
+        return (await digest({ md5: true, sha256: false })).md5 === headMd5;
+      }
     }
     if (recorded === undefined) return false;
     return (await digest({ md5: false, sha256: true })).sha256 === recorded;

@@ -5,13 +5,15 @@
  * registers vitest `describe` blocks for the primitives, the store methods, the cache and fetch,
  * uploads (the driver contract's read rules; with `flags.parts`, puts through the upload engine
  * and the part protocol itself), the managed stage (when the target gives `stage`), and (when
- * `flags.versions`) pin/commit/log/branch. Every test works under a random prefix.
+ * `flags.versions`) pin/commit/log/branch, and digests (commit and diff agree; push skips
+ * objects other clients wrote; content types — the last two with the target's `sdk`). Every test works under a random prefix.
  * {@link faultSuite} is the fault suite (a fault proxy and a SIGKILL loop) for the same targets,
  * and {@link startFaultProxy} its proxy, usable on its own.
  *
  * @module
  */
 import { describe } from 'vitest';
+import { digestsSuite } from './digests.js';
 import { fetchSuite } from './fetch.js';
 import { primitivesSuite } from './primitives.js';
 import { stageSuite } from './stage.js';
@@ -44,6 +46,7 @@ export type {
   ConformanceFlags,
   ConformanceTarget,
   NetworkAccess,
+  TargetSdk,
   TargetStoreOptions,
 } from './target.js';
 export { randomPrefix } from './target.js';
@@ -58,5 +61,6 @@ export function conformance(target: ConformanceTarget): void {
     stageSuite(target);
     versionsSuite(target);
     noVersionsSuite(target);
+    digestsSuite(target);
   });
 }

@@ -48,6 +48,18 @@ export interface NetworkAccess {
   multipartBytes?: number | undefined;
 }
 
+/**
+ * The store's own SDK (not provcat), for objects another client writes and for what the store
+ * says of them. The local store has no SDK of its own: another `LocalStore` on the same root is
+ * its other client.
+ */
+export interface TargetSdk {
+  /** Write `body` at `key` of the target's bucket, as another client would (one plain request). */
+  put(key: string, body: Uint8Array): Promise<void>;
+  /** The Content-Type the store holds for `key` (a HEAD by the SDK); absent: no content types. */
+  contentType?: ((key: string) => Promise<string | undefined>) | undefined;
+}
+
 /** A driver under test. */
 export interface ConformanceTarget {
   /** Label for the suite. */
@@ -65,6 +77,8 @@ export interface ConformanceTarget {
   flags: ConformanceFlags;
   /** Environment a child process needs so that `storeFor()` reaches the same store. */
   env?: Record<string, string> | undefined;
+  /** The store's own SDK (the digests part: objects another client wrote, content types). */
+  sdk?: TargetSdk | undefined;
   /** Set for a driver with a network endpoint: the fault suite's network part runs through a proxy. */
   network?: NetworkAccess | undefined;
   /**
