@@ -83,3 +83,11 @@ export function requireVersioning(state: Versioning, op: string, uri: string): v
     { uri },
   );
 }
+
+/**
+ * The `NotFound` a listing primitive raises for a bucket that does not exist (from the
+ * listing's own answer: no request is added to find out), naming it: `uri` is the bucket's.
+ */
+export function missingBucket(uri: string, cause?: unknown): NotFound {
+  return new NotFound(`no such bucket: ${uri}`, { uri, cause });
+}

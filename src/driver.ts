@@ -363,4 +363,11 @@ export interface Capabilities {
    * that depends on the bucket.
    */
   versionsAlways?: boolean | undefined;
+  /**
+   * Why the store cannot hold `key` exactly — it would store, list or serve it under another
+   * name (Azure turns a backslash into `/`) — or `undefined` when it can. The core refuses such keys
+   * in put, push and commit before any request (src/keys.ts `checkFolderKeys`), so no object is
+   * written under a name other than the one asked for. Default: every key is held exactly.
+   */
+  keyProblem?: ((key: string) => string | undefined) | undefined;
 }

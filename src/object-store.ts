@@ -143,7 +143,8 @@ export abstract class ObjectStore extends Store {
   // ---- the API, built once on the primitives -----------------------------------------------
 
   /**
-   * One file or folder. A key with keys below it is a folder; a bucket always is. At
+   * One file or folder. A key with keys below it is a folder; a bucket that exists always is
+   * (`NotFound` for one that does not). At
    * `?at=version:` the version's metadata (cached after the first read, so it works offline);
    * at `?at=commit:` the commit's manifest. Without `?at=`, offline mode raises `OfflineMiss`.
    */
@@ -170,9 +171,11 @@ export abstract class ObjectStore extends Store {
   }
 
   /**
-   * A folder one level deep: its files and sub-folders, in key order. `NotFound` for a file or
-   * nothing. Keys no URI can name raise `UriError` (never skipped). The bucket's `.provcat/`
-   * folder (commits and logs) is not listed.
+   * A folder one level deep: its files and sub-folders, in key order. `NotFound` for a file, for
+   * nothing, and for a bucket that does not exist (an existing empty bucket lists `[]`). Keys no
+   * URI can name raise `UriError` (never skipped), as in {@link walk}: so another client's key
+   * `/x` at a bucket root (a folder `/`, which would read as the bucket) is refused, never listed
+   * as the bucket inside itself. The bucket's `.provcat/` folder (commits and logs) is not listed.
    */
   async list(uri: Uri | string, options: CallOptions = {}): Promise<Entry[]> {
     const u = toUri(uri);
@@ -208,6 +211,7 @@ export abstract class ObjectStore extends Store {
    * Every file below a folder, at any depth, in key order, filtered by minimatch globs on the
    * path relative to the folder. Folder markers (keys ending `/`) are left out; any other key no
    * URI can name raises `UriError`, so a folder fetched from this listing is never short.
+   * `NotFound` where {@link list} says it: a folder with nothing below it, a missing bucket.
    */
   async walk(uri: Uri | string, options: WalkOptions = {}): Promise<Entry[]> {
     const u = toUri(uri).asFolder();
@@ -370,6 +374,9 @@ export abstract class ObjectStore extends Store {
     if (u.isFolder) throw refuse('a folder or bucket is not an object');
     if (`${loc.key}/`.startsWith(META_PREFIX))
       throw refuse(`keys under ${META_PREFIX} belong to provcat`);
+    const problem = this.capabilities.keyProblem?.(loc.key);
+    if (problem !== undefined)
+      throw refuse(`the ${this.driver} store cannot hold this name exactly (${problem})`);
     this.online(u, what);
     return loc;
   }
@@ -400,20 +407,25 @@ export abstract class ObjectStore extends Store {
 
   /**
    * Every object below a folder from one flat listing, as file entries (markers left out,
-   * unnameable keys refused, the bucket's `.provcat/` left out).
+   * unnameable keys refused, the bucket's `.provcat/` left out). `NotFound` for a folder with
+   * nothing below it, not even a marker (as {@link list}), and for a bucket that does not exist.
    */
   async listFiles(folder: Uri, options: CallOptions = {}): Promise<Entry[]> {
     this.online(folder, 'walk');
     const { bucket } = this.locate(folder);
     const prefix = folder.prefix;
     const out: Entry[] = [];
+    let any = false;
     for await (const page of this._pages(bucket, prefix, { signal: options.signal })) {
       for (const o of page.objects) {
+        any = true;
         if (o.key.endsWith('/')) continue;
         if (prefix === '' && o.key.startsWith(META_PREFIX)) continue;
         out.push(this.fileEntry(Uri.fromKey(this.scheme, bucket, o.key), o));
       }
     }
+    if (!any && !folder.isBucket)
+      throw new NotFound(`no folder at ${folder}`, { uri: folder.toString() });
     return out;
   }
 
@@ -561,7 +573,8 @@ export abstract class ObjectStore extends Store {
   /**
    * Pages of a listing under `prefix`: with `delimiter` `/`, one level (folder prefixes and
    * objects); without, every object below. Keys come in the store's (byte) order. A bucket that
-   * does not exist yields nothing.
+   * does not exist is `NotFound` naming it — from the listing's own answer (S3 `NoSuchBucket`,
+   * a 404), so an existing bucket costs no extra request; an existing empty one yields nothing.
    */
   abstract _pages(bucket: string, prefix: string, options?: PagesOptions): AsyncIterable<ListPage>;
 

@@ -1,14 +1,12 @@
 /**
  * Listings that come in pages chained by a continuation token, paged the same way by every
- * driver: each page asked with the previous page's token until one has none; a missing bucket
- * (NotFound for the first page) lists nothing, as the listing primitives promise, but a bucket
- * that vanishes between pages fails the listing rather than ending it short (a cut listing would
- * read as deletions). Page sizes asked of a store are clamped to what it serves.
+ * driver: each page asked with the previous page's token until one has none. A failure of any
+ * page fails the listing rather than ending it short (a cut listing would read as deletions);
+ * a missing bucket is the first page's `NotFound`, which the listing primitives raise naming the
+ * bucket. Page sizes asked of a store are clamped to what it serves.
  *
  * @module
  */
-import { NotFound } from './errors.js';
-
 /** A page size for `limit` (whole, at least 1): at most the store's `max`, `max` by default. */
 export function pageSize(limit: number | undefined, max: number): number {
   return Math.min(max, Math.max(1, Math.floor(limit ?? max)));
@@ -23,14 +21,8 @@ export async function* tokenPages<P>(
   next: (page: P) => string | undefined,
 ): AsyncIterable<P> {
   let token: string | undefined;
-  for (let first = true; ; first = false) {
-    let got: P;
-    try {
-      got = await page(token);
-    } catch (error) {
-      if (first && error instanceof NotFound) return;
-      throw error;
-    }
+  for (;;) {
+    const got = await page(token);
     yield got;
     token = next(got);
     if (!token) return;

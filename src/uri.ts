@@ -46,6 +46,26 @@ export function segmentProblem(segment: string): string | undefined {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we refuse
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
+/**
+ * Why no URI can name the key `key` (a folder's key ends in `/`; `''` is the bucket), or
+ * `undefined` when one can. A key that starts with `/` has an empty first segment: `/` itself
+ * (another client's folder marker at a bucket root) would otherwise read as the bucket.
+ */
+export function keyNameProblem(key: string): string | undefined {
+  const body = key.endsWith('/') ? key.slice(0, -1) : key;
+  if (body === '') return key === '' ? undefined : segmentProblem('');
+  // The character checks run once over the whole key (a listing makes a URI per key); a
+  // segment is looked at closely only when the key has such a character or may be odd.
+  const suspect = CONTROL.test(body) || !isWellFormed(body);
+  for (const seg of body.split('/')) {
+    if (suspect || seg === '' || seg === '.' || seg === '..') {
+      const problem = segmentProblem(seg);
+      if (problem) return problem;
+    }
+  }
+  return undefined;
+}
+
 /** No lone UTF-16 surrogate: `String.prototype.isWellFormed` (ES2024, in V8 since Node 20). */
 function isWellFormed(s: string): boolean {
   return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
@@ -197,20 +217,11 @@ export class Uri {
     const text = `${scheme}://${bucket}/${key}`;
     if (!SCHEME.test(scheme)) throw new UriError(`bad scheme '${scheme}'`, { uri: text });
     Uri.checkBucket(bucket, text);
-    let isFolder = key === '' || key.endsWith('/');
+    const problem = keyNameProblem(key);
+    if (problem) throw new UriError(`key ${JSON.stringify(key)}: ${problem}`, { uri: text });
+    const isFolder = key === '' || key.endsWith('/');
     const body = isFolder ? key.slice(0, -1) : key;
-    const segments = body === '' ? [] : body.split('/');
-    // The character checks run once over the whole key (a listing makes a URI per key); a
-    // segment is looked at closely only when the key has such a character or may be odd.
-    const suspect = CONTROL.test(body) || !isWellFormed(body);
-    for (const seg of segments) {
-      if (suspect || seg === '' || seg === '.' || seg === '..') {
-        const problem = segmentProblem(seg);
-        if (problem) throw new UriError(`key ${JSON.stringify(key)}: ${problem}`, { uri: text });
-      }
-    }
-    if (segments.length === 0) isFolder = true;
-    return new Uri(scheme, bucket, segments, isFolder, at);
+    return new Uri(scheme, bucket, body === '' ? [] : body.split('/'), isFolder, at);
   }
 
   /** The key, joined on first use (a folder fetch asks each listed file's key several times). */

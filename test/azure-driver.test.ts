@@ -212,6 +212,10 @@ describeAzurite('azure driver on Azurite', () => {
         parts: true,
       },
       sdk: blobSdk(() => container),
+      foreignPut: async (c, key, body) => {
+        const blob = azuriteServiceClient().getContainerClient(c).getBlockBlobClient(key);
+        await blob.upload(body, body.length);
+      },
       env: {
         AZURE_STORAGE_CONNECTION_STRING: process.env.PROVCAT_TEST_AZURITE_CONNECTION_STRING ?? '',
         PROVCAT_AZURE_LEAN: lean ? '1' : '0',
@@ -387,11 +391,17 @@ describeAzurite('azure driver on Azurite', () => {
       }
     });
 
-    it('reports a missing container as an empty listing and NotFound for blobs, a bad key as PermissionDenied', async () => {
+    it('reports a missing container as NotFound for listings and blobs, a bad key as PermissionDenied', async () => {
       const c = uniqueContainerName('none');
-      const pages = [];
-      for await (const page of store._pages(c, '')) pages.push(page);
-      expect(pages).toEqual([]);
+      const listing = await rejection(
+        (async () => {
+          for await (const _ of store._pages(c, '')) {
+            // nothing
+          }
+        })(),
+      );
+      expect(listing).toBeInstanceOf(NotFound);
+      expect(String(listing)).toContain(`az://${c}/`);
       await expect(store._head(c, 'x')).rejects.toBeInstanceOf(NotFound);
       await expect(store._get(c, 'x')).rejects.toBeInstanceOf(NotFound);
       const wrong = new AzureStore({
@@ -446,6 +456,9 @@ describe('azure driver on the versions server', () => {
       bucket: name,
       flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
       sdk: blobSdk(() => service.getContainerClient(name)),
+      foreignPut: async (c, key, body) => {
+        await service.getContainerClient(c).getBlockBlobClient(key).upload(body, body.length);
+      },
     });
   }
 

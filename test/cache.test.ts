@@ -6,8 +6,8 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { LocalStore } from '../drivers/local/index.js';
 import { Cache } from '../src/cache/cache.js';
-import { checkDiskNames } from '../src/cache/fetch.js';
 import { OfflineMiss, StoreError, UriError } from '../src/errors.js';
+import { checkDiskNames } from '../src/keys.js';
 import { Uri } from '../src/uri.js';
 import { readTree } from './conformance/fetch.js';
 

@@ -177,6 +177,23 @@ describe('provcat CLI', () => {
     expect(exitCodeOf(new Error('x'))).toBe(1);
   });
 
+  it('a missing bucket exits 3 naming it for ls, walk, stat and fetch; a missing folder too', () => {
+    const { dir, run } = sandbox();
+    for (const verb of ['ls', 'walk', 'stat', 'fetch']) {
+      const r = run(verb, 'local://nobucket/', '--json');
+      expect([r.code, r.err], verb).toEqual([
+        3,
+        expect.stringMatching(/^provcat: NotFound: .*nobucket/),
+      ]);
+    }
+    const local = path.join(dir, 'x');
+    writeFileSync(local, 'x');
+    run('put', local, 'local://b1/here.txt');
+    // ls and walk of a folder with nothing in it agree.
+    for (const verb of ['ls', 'walk']) expect(run(verb, 'local://b1/missing/').code, verb).toBe(3);
+    expect(run('ls', 'local://b1/', '--json').code).toBe(0);
+  });
+
   it('a refused fetch (names colliding on disk) exits 7 as a StoreError', async () => {
     const { dir, run } = sandbox();
     const local = path.join(dir, 'x');

@@ -152,7 +152,7 @@ describe('per-bucket answers', () => {
 });
 
 describe('token paging', () => {
-  it('follows tokens to the end; a missing bucket lists nothing, one that vanishes fails', async () => {
+  it('follows tokens to the end; a missing bucket fails the first page, one that vanishes fails', async () => {
     const pages = ['p1', 'p2', 'p3'];
     const tokens: (string | undefined)[] = [];
     const all = tokenPages(
@@ -170,7 +170,7 @@ describe('token paging', () => {
       },
       () => 'x',
     );
-    expect(await collect(missing)).toEqual([]);
+    await expect(collect(missing)).rejects.toThrow(NotFound);
     const vanishing = tokenPages(
       async (token) => {
         if (token) throw new NotFound('no bucket');

@@ -124,6 +124,9 @@ for (const lean of [true, false]) {
         { version: 1, kind: 'gs', bucket: versioned, prefix, endpoint: server.url },
         { partSize: MiB },
       ),
+    foreignPut: async (bucket, key, body) => {
+      await sdk.bucket(bucket).file(key).save(body, { resumable: false });
+    },
   });
 }
 
@@ -285,7 +288,7 @@ describe('gcs specifics', () => {
     expect(count({ method: 'GET', status: 503 })).toBe(2);
   });
 
-  it('keeps 403 and 401 apart from NotFound, and a missing bucket lists nothing', async () => {
+  it('keeps 403 and 401 apart from NotFound, and a missing bucket lists as NotFound', async () => {
     const bucket = unique('denied');
     await sdk.createBucket(bucket);
     await s._put(bucket, 'k', Buffer.from('k'));
@@ -312,9 +315,17 @@ describe('gcs specifics', () => {
       server.allowBucket(bucket);
     }
     const missing = unique('missing');
-    const pages = [];
-    for await (const page of s._pages(missing, '')) pages.push(page);
-    expect(pages).toEqual([]);
+    for (const lean of [true, false]) {
+      const listing = await rejection(
+        (async () => {
+          for await (const _ of store({ lean })._pages(missing, '')) {
+            // nothing
+          }
+        })(),
+      );
+      expect(listing, `lean ${lean}`).toBeInstanceOf(NotFound);
+      expect(String(listing)).toContain(`gs://${missing}/`);
+    }
     expect(await rejection(s._head(missing, 'k'))).toBeInstanceOf(NotFound);
     expect(await rejection(s._versionOf(missing, 'k'))).toBeInstanceOf(NotFound);
   });

@@ -151,9 +151,16 @@ describe('local store', () => {
       expect(statSync(path.join(root, 'fresh-bucket')).isDirectory()).toBe(true);
     });
 
-    it('treats a missing bucket as empty for listings and NotFound for objects', async () => {
-      expect(await all(store._pages('no-such-bucket', ''))).toEqual([]);
-      expect(await all(store._pages('no-such-bucket', 'a/', { delimiter: '/' }))).toEqual([]);
+    it('lists a missing bucket as NotFound naming it (history: nothing), and NotFound for objects', async () => {
+      for (const [prefix, delimiter] of [
+        ['', undefined],
+        ['a/', '/'],
+        ['a//b', undefined],
+      ] as const) {
+        const error = await rejection(all(store._pages('no-such-bucket', prefix, { delimiter })));
+        expect(error).toBeInstanceOf(NotFound);
+        expect(String(error)).toContain('local://no-such-bucket/');
+      }
       expect(await all(store._history('no-such-bucket', ''))).toEqual([]);
       expect(await rejection(store._head('no-such-bucket', 'k'))).toBeInstanceOf(NotFound);
       expect(await rejection(store._get('no-such-bucket', 'k'))).toBeInstanceOf(NotFound);

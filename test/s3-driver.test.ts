@@ -412,6 +412,9 @@ describeS3(`s3 driver on ${target?.kind ?? 's3'}`, () => {
       },
       stage: ({ prefix }) =>
         stageFromDescriptor(s3Descriptor(versioned, prefix), { partSize: 5 * MiB }),
+      foreignPut: async (bucket, key, body) => {
+        await raw.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+      },
     });
   }
 
@@ -652,11 +655,19 @@ describeS3(`s3 driver on ${target?.kind ?? 's3'}`, () => {
       await expect(s._head(versioned, `${key}-missing`)).rejects.toBeInstanceOf(NotFound);
     });
 
-    it('treats a missing bucket as empty for listings and NotFound for objects', async () => {
+    it('lists a missing bucket as NotFound naming it (history: nothing), NotFound for objects', async () => {
       const missing = uniqueBucketName('missing');
-      const pages = [];
-      for await (const page of s._pages(missing, '')) pages.push(page);
-      expect(pages).toEqual([]);
+      for (const lean of [true, false]) {
+        const listing = await rejection(
+          (async () => {
+            for await (const _ of store({ lean })._pages(missing, '')) {
+              // nothing
+            }
+          })(),
+        );
+        expect(listing, `lean ${lean}`).toBeInstanceOf(NotFound);
+        expect(String(listing)).toContain(`s3://${missing}/`);
+      }
       expect(await historyOf(s, missing, '')).toEqual([]);
       await expect(s._head(missing, 'k')).rejects.toBeInstanceOf(NotFound);
       await expect(s._get(missing, 'k')).rejects.toBeInstanceOf(NotFound);

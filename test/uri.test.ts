@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { UriError } from '../src/errors.js';
-import { segmentProblem, Uri } from '../src/uri.js';
+import { keyNameProblem, segmentProblem, Uri } from '../src/uri.js';
 
 /** Key segments a URI can name: any string without '/', control characters or lone surrogates. */
 const segment = fc
@@ -116,13 +116,29 @@ describe('Uri', () => {
         fc.array(unit, { maxLength: 8 }).map((units) => units.join('')),
         (key) => {
           const body = key.endsWith('/') ? key.slice(0, -1) : key;
-          const first = body === '' ? undefined : body.split('/').map(segmentProblem).find(Boolean);
+          // `/` alone has an empty segment too: it is not the bucket (`''`).
+          const first =
+            body === ''
+              ? key === ''
+                ? undefined
+                : segmentProblem('')
+              : body.split('/').map(segmentProblem).find(Boolean);
           if (first === undefined) expect(() => Uri.fromKey('s3', 'b', key)).not.toThrow();
           else expect(() => Uri.fromKey('s3', 'b', key)).toThrow(first);
         },
       ),
       { numRuns: 2000 },
     );
+  });
+
+  it('refuses keys with a leading / at a bucket root: the folder / is not the bucket', () => {
+    for (const key of ['/', '/x', '/x/', '//']) {
+      expect(() => Uri.fromKey('s3', 'b', key), key).toThrow(/empty path segment/);
+      expect(keyNameProblem(key), key).toMatch(/empty path segment/);
+    }
+    expect(Uri.fromKey('s3', 'b', '').isBucket).toBe(true);
+    expect(keyNameProblem('')).toBeUndefined();
+    expect(keyNameProblem('a/b/')).toBeUndefined();
   });
 
   it('relates folders and the files below them', () => {

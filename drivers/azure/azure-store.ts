@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type { BlobItem, BlobServiceClient, BlockBlobClient, Pipeline } from '@azure/storage-blob';
+import { missingBucket } from '../../src/bucket-state.js';
 import type * as D from '../../src/driver.js';
 import * as E from '../../src/errors.js';
 import { checkByteRange } from '../../src/exact-bytes.js';
@@ -37,6 +38,15 @@ export const blobSdk = lazyModule(
 );
 const identity = lazyModule('azure', '@azure/identity', () => import('@azure/identity'));
 
+/**
+ * Why Azure cannot hold `key` as a blob name exactly: the Blob service (and Azurite) store a
+ * backslash as `/`, encoded or not, so `a\b` would come back as `a/b` — listed under another
+ * name, pushed again each time and deleted by `push --delete`. See docs/drivers/azure.md.
+ */
+export function blobNameProblem(key: string): string | undefined {
+  return key.includes('\\') ? "a backslash (Azure stores it as '/')" : undefined;
+}
+
 /** Where `makeBucket` writes its versioning probe (removed again). */
 const PROBE_PREFIX = '.provcat/probe/';
 
@@ -49,7 +59,12 @@ export class AzureStore extends ObjectStore {
   readonly scheme = 'az';
   readonly driver = 'azure';
   /** Versions on accounts with blob versioning; ranges; a put's SHA-256 as blob metadata. */
-  readonly capabilities: D.Capabilities = { versions: true, ranges: true, sha256Metadata: true };
+  readonly capabilities: D.Capabilities = {
+    versions: true,
+    ranges: true,
+    sha256Metadata: true,
+    keyProblem: blobNameProblem,
+  };
   /** The service client: the injected one, or one built on first call (no network call). */
   readonly client: Lazy<BlobServiceClient>;
   private readonly config: AzureConfig | undefined;
@@ -178,7 +193,10 @@ export class AzureStore extends ObjectStore {
     return info(key, { ...this.checked([op, c, key], id, r), blobMd5: r.contentMD5 });
   }
 
-  /** List Blobs pages (at most 5,000), flat or one level, in UTF-8 order; none for no container. */
+  /**
+   * List Blobs pages (at most 5,000), flat or one level, in UTF-8 order; `NotFound` for no
+   * container (the listing's own `ContainerNotFound`).
+   */
   override async *_pages(c: string, prefix: string, o: D.PagesOptions = {}) {
     this.requireOnline('list', azUriText(c, prefix));
     const limit = pageSize(o.limit, 5000);
@@ -186,7 +204,12 @@ export class AzureStore extends ObjectStore {
       (marker) => this.listPage(c, prefix, { ...o, marker, limit }),
       (page) => page.next,
     );
-    yield* utf8Pages(pages, prefix.length, limit);
+    try {
+      yield* utf8Pages(pages, prefix.length, limit);
+    } catch (error) {
+      if (error instanceof E.NotFound) throw missingBucket(azUriText(c), error);
+      throw error;
+    }
   }
 
   private async listPage(c: string, prefix: string, o: D.PagesOptions & { marker?: string }) {

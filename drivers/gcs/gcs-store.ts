@@ -16,7 +16,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { debuglog } from 'node:util';
 import type { Storage } from '@google-cloud/storage';
-import { requireVersioning, versioningMemo } from '../../src/bucket-state.js';
+import { missingBucket, requireVersioning, versioningMemo } from '../../src/bucket-state.js';
 import { raceAbort } from '../../src/concurrency.js';
 import { DEFAULT_CONTENT_TYPE } from '../../src/content-type.js';
 import type * as D from '../../src/driver.js';
@@ -265,12 +265,20 @@ export class GcsStore extends ObjectStore {
     );
   }
 
-  /** Pages of live objects under `prefix`, in the store's (UTF-8 byte) order. */
+  /**
+   * Pages of live objects under `prefix`, in the store's (UTF-8 byte) order. A missing bucket is
+   * `NotFound` (the listing's own 404).
+   */
   override async *_pages(bucket: string, prefix: string, o: D.PagesOptions = {}) {
-    for await (const page of this.listPages(bucket, prefix, o)) {
-      const objects = (page.items ?? []).map((item) => api.objectInfo(bucket, item));
-      if (objects.length > 0 || page.prefixes?.length)
-        yield { prefixes: page.prefixes ?? [], objects };
+    try {
+      for await (const page of this.listPages(bucket, prefix, o)) {
+        const objects = (page.items ?? []).map((item) => api.objectInfo(bucket, item));
+        if (objects.length > 0 || page.prefixes?.length)
+          yield { prefixes: page.prefixes ?? [], objects };
+      }
+    } catch (error) {
+      if (error instanceof NotFound) throw missingBucket(gcsUriText(bucket), error);
+      throw error;
     }
   }
 

@@ -47,6 +47,7 @@ import { addAbortSignal, type Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import envPaths from 'env-paths';
 import lockfile from 'proper-lockfile';
+import { missingBucket } from '../../src/bucket-state.js';
 import type {
   Capabilities,
   GetOptions,
@@ -218,10 +219,11 @@ export class LocalStore extends ObjectStore {
       throw new StoreError(`the local store lists with delimiter '/' or none, not '${delimiter}'`);
     }
     const start = this.#listStart(bucket, prefix);
-    if (start === undefined) return;
+    if (start === undefined) return await this.#requireBucket(bucket);
     const walk = this.#walk(start.dir, start.keyPrefix, start.partial, delimiter === undefined);
     let page: ListPage = { prefixes: [], objects: [] };
     let count = 0;
+    let listed = false;
     for await (const run of walk) {
       await this.#resolve(run, signal);
       for (const item of run) {
@@ -233,6 +235,7 @@ export class LocalStore extends ObjectStore {
           if (v === undefined || v.size === null) continue;
           page.objects.push(infoOf(item.key, v));
         }
+        listed = true;
         if (++count === limit) {
           yield page;
           page = { prefixes: [], objects: [] };
@@ -241,6 +244,19 @@ export class LocalStore extends ObjectStore {
       }
     }
     if (count > 0) yield page;
+    else if (!listed) await this.#requireBucket(bucket);
+  }
+
+  /** `NotFound` naming the bucket when its directory does not exist (an empty listing's check). */
+  async #requireBucket(bucket: string): Promise<void> {
+    const dir = this.#bucketDir(bucket);
+    try {
+      if ((await fs.stat(dir)).isDirectory()) return;
+    } catch (error) {
+      if (errorCode(error) !== 'ENOENT') throw fsError(error, `cannot list local://${bucket}/`);
+      throw missingBucket(`local://${bucket}/`, error);
+    }
+    throw missingBucket(`local://${bucket}/`);
   }
 
   override async _get(bucket: string, key: string, options: GetOptions = {}): Promise<GetResult> {

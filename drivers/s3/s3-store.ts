@@ -41,7 +41,12 @@ import type {
   ListObjectsV2CommandOutput,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { BucketMemo, requireVersioning, versioningMemo } from '../../src/bucket-state.js';
+import {
+  BucketMemo,
+  missingBucket,
+  requireVersioning,
+  versioningMemo,
+} from '../../src/bucket-state.js';
 import type {
   Capabilities,
   CreateMode,
@@ -598,7 +603,8 @@ export class S3Store extends ObjectStore {
 
   /**
    * ListObjectsV2 pages (`limit` is MaxKeys, at most 1,000), following continuation tokens.
-   * Keys come URL-encoded from the store and are decoded here. A missing bucket yields nothing.
+   * Keys come URL-encoded from the store and are decoded here. A missing bucket is `NotFound`
+   * (the listing's own `NoSuchBucket`).
    */
   override async *_pages(
     bucket: string,
@@ -637,7 +643,7 @@ export class S3Store extends ObjectStore {
           },
         );
       } catch (error) {
-        if (token === undefined && error instanceof NotFound) return;
+        if (error instanceof NotFound) throw missingBucket(s3UriText(bucket), error);
         throw error;
       }
       // The lean page and the SDK's answer, in one shape.

@@ -17,6 +17,7 @@ import type { CommitFile } from '../commits/format.js';
 import { fileAt, filesUnder, loadCommit } from '../commits/load.js';
 import { forEachLimit } from '../concurrency.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
+import { checkFolderKeys } from '../keys.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import type { Uri } from '../uri.js';
 import {
@@ -28,7 +29,7 @@ import {
   wholeUpToFor,
 } from './cache.js';
 import { checkableWith, recordedDigest } from './content-digest.js';
-import { checkDiskNames, Transfer } from './fetch.js';
+import { Transfer } from './fetch.js';
 
 /** Fetch exactly the versions a commit lists for `u` (a folder or file at or below it). */
 export async function fetchCommit(
@@ -61,9 +62,9 @@ export async function fetchCommit(
   if (first?.done && files.every((f) => intact(f, first.files[f.key]))) {
     return { path, files: files.length, downloaded: 0, bytes: 0 };
   }
-  checkDiskNames(
-    files.map((f) => f.key.slice(folder.prefix.length)),
+  checkFolderKeys(
     folder,
+    files.map((f) => f.key.slice(folder.prefix.length)),
   );
   return cache.withLock(viewId, async (lock) => {
     const state = await cache.readState(viewId);

@@ -20,7 +20,8 @@ import path from 'node:path';
 import { debuglog } from 'node:util';
 import { type AdaptiveWindow, forEachAdaptive } from '../concurrency.js';
 import type { GetResult, ObjectInfo } from '../driver.js';
-import { NotFound, ObjectIntegrityError, OfflineMiss, StoreError } from '../errors.js';
+import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
+import { checkFolderKeys } from '../keys.js';
 import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
 import { ADAPTIVE_MAX_CONCURRENCY } from '../store.js';
 import type { Uri } from '../uri.js';
@@ -317,40 +318,6 @@ function sameFile(cache: ObjectStore['cache'], dest: string, rec: FileRecord): b
   return matchesRecord(lstatOrUndefined(dest), rec) && cache.isRealDir(path.dirname(dest));
 }
 
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the whole ASCII range
-const ASCII = /^[\u0000-\u007f]*$/;
-
-/**
- * Refuse a file list that cannot be a faithful directory: names that one disk would store as one
- * (`Dir/a` vs `dir/a`, or two Unicode spellings of one name), and a key that is both a file and
- * a folder (`a` and `a/b`).
- */
-export function checkDiskNames(rels: string[], where: Uri): void {
-  const folded = new Map<string, string>();
-  const files = new Set(rels);
-  for (const rel of rels) {
-    // ASCII has one spelling: only other names need Unicode normalization.
-    const f = (ASCII.test(rel) ? rel : rel.normalize('NFC')).toLowerCase();
-    const other = folded.get(f);
-    if (other !== undefined && other !== rel) {
-      throw new StoreError(
-        `${where}: '${other}' and '${rel}' would be one file on a case-insensitive disk; refusing to fetch`,
-        { uri: where.toString() },
-      );
-    }
-    folded.set(f, rel);
-    for (let i = rel.indexOf('/'); i >= 0; i = rel.indexOf('/', i + 1)) {
-      const dir = rel.slice(0, i);
-      if (files.has(dir)) {
-        throw new StoreError(
-          `${where}: '${dir}' is both a file and a folder; one disk cannot hold both`,
-          { uri: where.toString() },
-        );
-      }
-    }
-  }
-}
-
 /** Fetch a folder (no pin). */
 async function fetchFolder(
   store: ObjectStore,
@@ -363,22 +330,25 @@ async function fetchFolder(
   const viewId = `tree:${u}`;
   if (store.offline) return offlineFolder(store, u, dir);
   return cache.withLock(viewId, async (lock) => {
-    const entries = await store.listFiles(u, { signal: options.signal });
+    let entries: Awaited<ReturnType<ObjectStore['listFiles']>>;
+    try {
+      entries = await store.listFiles(u, { signal: options.signal });
+    } catch (error) {
+      if (!(error instanceof NotFound)) throw error;
+      // No such folder (or bucket) in the store: nor in the cache.
+      lock.check();
+      if (await cache.readState(viewId)) await cache.clearState(viewId);
+      await cache.prune(dir, new Set());
+      throw error;
+    }
     const rels = entries.map((e) => u.relative(e.uri) as string);
-    checkDiskNames(rels, u);
+    checkFolderKeys(u, rels);
     const state = await cache.readState(viewId);
     // Taking over from an interrupted fetch (a stale lock, or a copy not marked done): its
     // temps are cleaned from the bucket's blob folder (whatever versions it was downloading),
     // from the state folder (when the state is written) and from the copy (by prune).
     const recovering = lock.tookOver || (state ? !state.done : cache.isRealDir(dir));
     if (recovering) cache.sweepBlobTemps(store.scheme, bucket);
-    if (entries.length === 0 && !u.isBucket) {
-      // Gone from the store: so is the cache copy.
-      lock.check();
-      if (state) await cache.clearState(viewId);
-      await cache.prune(dir, new Set());
-      throw new NotFound(`no folder at ${u}`, { uri: u.toString() });
-    }
     const files: ViewState['files'] = {};
     const todo: number[] = [];
     entries.forEach((e, i) => {

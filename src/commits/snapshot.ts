@@ -15,6 +15,7 @@
 import { debuglog } from 'node:util';
 import type { VersionRecord } from '../driver.js';
 import { StoreError } from '../errors.js';
+import { checkFolderKeys } from '../keys.js';
 import type { ObjectStore } from '../object-store.js';
 import { Uri } from '../uri.js';
 import { type CommitFile, compareUtf8, isMetaKey } from './format.js';
@@ -69,8 +70,11 @@ function sameListing(a: readonly VersionRecord[], b: readonly VersionRecord[]): 
  * Deleted files (a current delete marker) and folder markers (keys ending `/`) are left out.
  *
  * Guarantees: the records are the current versions at one instant between two equal listings
- * (see the module comment); `StoreError` after `attempts` unequal pairs; `UriError` for a key
- * no URI can name (`a//b`), which a commit could record but no read at the commit could name.
+ * (see the module comment); `StoreError` after `attempts` unequal pairs; the folder's keys pass
+ * the one rule of src/keys.ts `checkFolderKeys`: `UriError` for a key no URI can name (`a//b`),
+ * which a commit could record but no read at the commit could name, and `StoreError` for names
+ * one disk would merge (case, NFC/NFD) or a name both a file and a folder, which a fetch at the
+ * commit would refuse.
  * StoreError from `_history` when the bucket keeps no versions.
  */
 export async function snapshotFolder(
@@ -102,7 +106,6 @@ export async function snapshotFolder(
   const files: CommitFile[] = [];
   for (const r of listing) {
     if (!r.current || r.size === null || r.key.endsWith('/')) continue;
-    Uri.fromKey(store.scheme, bucket, r.key); // UriError for a key no URI can name
     const file: CommitFile = { key: r.key, versionId: r.versionId, size: r.size };
     if (r.etag !== undefined) file.etag = r.etag;
     files.push(file);
@@ -115,5 +118,11 @@ export async function snapshotFolder(
       );
     }
   }
+  // A folder no fetch could hold is no commit: refused before anything is written.
+  const where = Uri.fromKey(store.scheme, bucket, folder);
+  checkFolderKeys(
+    where,
+    files.map((f) => f.key.slice(folder.length)),
+  );
   return files;
 }

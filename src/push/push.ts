@@ -51,16 +51,15 @@
  */
 
 import { statedMd5 } from '../cache/content-digest.js';
-import { checkDiskNames } from '../cache/fetch.js';
 import type { CommitOptions } from '../commits/commit.js';
 import { checkConcurrency, forEachLimit } from '../concurrency.js';
 import { contentTypeFor } from '../content-type.js';
 import type { ObjectInfo } from '../driver.js';
 import { NotCommitted, NotFound, SourceChanged, StoreError, UriError } from '../errors.js';
-import { compareUtf8, isMetaKey } from '../keys.js';
+import { checkDiskNames, checkFolderKeys, compareUtf8, isMetaKey } from '../keys.js';
 import type { ObjectStore } from '../object-store.js';
 import type { ProgressCallback } from '../store.js';
-import { toUri, Uri } from '../uri.js';
+import { toUri, type Uri } from '../uri.js';
 import {
   digestFile,
   digestsOf,
@@ -161,12 +160,17 @@ async function listRemote(
   signal: AbortSignal | undefined,
 ): Promise<Map<string, ObjectInfo>> {
   const out = new Map<string, ObjectInfo>();
-  for await (const page of store._pages(bucket, prefix, { signal })) {
-    for (const o of page.objects) {
-      if (o.key.endsWith('/') || !o.key.startsWith(prefix)) continue;
-      if (prefix === '' && isMetaKey(o.key)) continue;
-      out.set(o.key.slice(prefix.length), o);
+  try {
+    for await (const page of store._pages(bucket, prefix, { signal })) {
+      for (const o of page.objects) {
+        if (o.key.endsWith('/') || !o.key.startsWith(prefix)) continue;
+        if (prefix === '' && isMetaKey(o.key)) continue;
+        out.set(o.key.slice(prefix.length), o);
+      }
     }
+  } catch (error) {
+    // A missing bucket holds nothing: the first put makes it (the local store) or says NotFound.
+    if (!(error instanceof NotFound)) throw error;
   }
   return out;
 }
@@ -175,8 +179,16 @@ function refusal(localDir: string, folder: Uri): string {
   return `push of ${localDir} to ${folder} refused`;
 }
 
-/** Refuse names no URI can name, and `.provcat/` at a bucket root: no store call needed. */
-function checkLocalNames(files: readonly LocalFile[], folder: Uri, localDir: string): void {
+/**
+ * Refuse names no URI can name or the store cannot hold exactly (src/keys.ts `checkFolderKeys`),
+ * and `.provcat/` at a bucket root: no store call needed.
+ */
+function checkLocalNames(
+  files: readonly LocalFile[],
+  folder: Uri,
+  localDir: string,
+  keyProblem: (key: string) => string | undefined = () => undefined,
+): void {
   const where = refusal(localDir, folder);
   for (const f of files) {
     if (folder.isBucket && isMetaKey(f.rel)) {
@@ -185,12 +197,10 @@ function checkLocalNames(files: readonly LocalFile[], folder: Uri, localDir: str
       });
     }
     try {
-      Uri.fromKey(folder.scheme, folder.bucket, folder.prefix + f.rel);
+      checkFolderKeys(folder, [f.rel], { keyProblem, disk: false });
     } catch (cause) {
-      throw new UriError(`${where}: ${f.path} has a name no URI can name`, {
-        uri: folder.toString(),
-        cause,
-      });
+      const why = (cause as Error).message.slice(`${folder}: `.length);
+      throw new UriError(`${where}: ${f.path}: ${why}`, { uri: folder.toString(), cause });
     }
   }
 }
@@ -310,7 +320,7 @@ async function runPush(
   const { signal } = options;
   const dryRun = options.dryRun === true;
   const files = await readLocalTree(localDir);
-  checkLocalNames(files, folder, localDir);
+  checkLocalNames(files, folder, localDir, store.capabilities.keyProblem);
   const remote = await listRemote(store, bucket, prefix, signal);
   checkResultNames(files, folder, localDir, remote, options.delete === true);
   const localRels = new Set(files.map((f) => f.rel));

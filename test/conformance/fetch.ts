@@ -31,6 +31,16 @@ export function forbidPrimitives(store: ObjectStore) {
   );
 }
 
+/** The error a call fails with; a call that succeeds fails the test. */
+async function failure(call: Promise<unknown>): Promise<Error> {
+  return call.then(
+    (value) => {
+      throw new Error(`expected a failure, got ${String(value)}`);
+    },
+    (error: Error) => error,
+  );
+}
+
 /** Every file below `dir` with its contents, relative paths with '/'. */
 export async function readTree(dir: string): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
@@ -255,4 +265,40 @@ export function fetchSuite(target: ConformanceTarget): void {
       },
     );
   });
+}
+
+/**
+ * The one key-set rule at commit (src/keys.ts `checkFolderKeys`): a folder a fetch would refuse
+ * is refused by commit too, before anything is written. Registered by the versions suite, which
+ * also runs with a store whose commits work where the target's do not (S3 on Ceph).
+ */
+export function commitKeySetCase(target: ConformanceTarget): void {
+  it.runIf(target.flags.versions && target.flags.createMode !== 'none')(
+    'commit refuses a folder no fetch could hold (NFC and NFD, case, file and folder), writing nothing',
+    async () => {
+      const sets: Record<string, string>[] = [
+        { 'caf\u00e9.txt': 'nfc', 'cafe\u0301.txt': 'nfd' },
+        { 'Dir/a': '1', 'dir/a': '2' },
+        { d: '1', 'd/x': '2' },
+      ];
+      for (const files of sets) {
+        const store = target.store({ cache: tempCache() });
+        const p = randomPrefix();
+        const url = (rel: string) => `${store.scheme}://${target.bucket}/${p}${rel}`;
+        for (const [k, v] of Object.entries(files)) await store.put(url(k), Buffer.from(v));
+        // How the bucket keeps "create only if absent" is probed once per bucket (S3 writes a
+        // probe object); the commit itself must write nothing.
+        await store._createMode(target.bucket);
+        const writes = (['_put', '_create'] as const).map((m) => vi.spyOn(store, m));
+        const error = await failure(store.commit(url(''), 'one folder, two names'));
+        expect(error, String(error)).toBeInstanceOf(StoreError);
+        expect(error.message).toMatch(
+          /one file on a case-insensitive disk|both a file and a folder/,
+        );
+        for (const spy of writes) expect(spy).not.toHaveBeenCalled();
+        vi.restoreAllMocks();
+        expect(await store.log(url(''))).toEqual([]);
+      }
+    },
+  );
 }

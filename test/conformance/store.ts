@@ -3,13 +3,23 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { InvalidArgument, NotFound, UriError } from '../../src/errors.js';
 import type { ObjectStore } from '../../src/object-store.js';
 import { Uri } from '../../src/uri.js';
 import { rejection } from '../support/rejection.js';
 import { forbidPrimitives } from './fetch.js';
-import { type ConformanceTarget, randomPrefix } from './target.js';
+import { type ConformanceTarget, randomBucket, randomPrefix } from './target.js';
+
+/** The error a call fails with; a call that succeeds fails the test. */
+async function failure(call: Promise<unknown>, what: string): Promise<Error> {
+  return call.then(
+    (value) => {
+      throw new Error(`${what}: expected a failure, got ${JSON.stringify(value)}`);
+    },
+    (error: Error) => error,
+  );
+}
 
 /** A new temp directory for a cache. */
 export function tempCache(): string {
@@ -151,6 +161,103 @@ export function storeSuite(target: ConformanceTarget): void {
       }
       const keys = (await store.walk(url(p, ''))).map((e) => e.uri.key.slice(p.length));
       expect([...keys].sort()).toEqual([...names].sort());
+    });
+
+    it('a missing bucket is NotFound naming it (stat, list, walk, fetch); an empty one is an empty folder', async () => {
+      const missing = randomBucket('nob');
+      const root = `${store.scheme}://${missing}/`;
+      const calls: Array<[string, () => Promise<unknown>]> = [
+        ['stat', () => store.stat(root)],
+        ['list', () => store.list(root)],
+        ['walk', () => store.walk(root)],
+        ['fetch', () => store.fetch(root)],
+        ['stat of a folder', () => store.stat(`${root}a/`)],
+        ['list of a folder', () => store.list(`${root}a/`)],
+        ['walk of a folder', () => store.walk(`${root}a/`)],
+        ['fetch of a file', () => store.fetch(`${root}a.txt`)],
+      ];
+      for (const [what, call] of calls) {
+        const error = await failure(call(), what);
+        expect(error, `${what}: ${error}`).toBeInstanceOf(NotFound);
+        expect(error.message, what).toContain(missing);
+      }
+      // A folder with nothing in it, in a bucket that exists: list and walk agree.
+      const p = randomPrefix();
+      await expect(store.list(url(p, ''))).rejects.toBeInstanceOf(NotFound);
+      await expect(store.walk(url(p, ''))).rejects.toBeInstanceOf(NotFound);
+      // A bucket that exists and holds nothing is an empty folder.
+      const empty = randomBucket('emp');
+      await store.makeBucket(empty);
+      const top = `${store.scheme}://${empty}/`;
+      expect((await store.stat(top)).kind).toBe('folder');
+      expect(await store.list(top)).toEqual([]);
+      expect(await store.walk(top)).toEqual([]);
+      expect(await store.fetch(top)).toMatchObject({ files: 0 });
+      // The check costs nothing on a folder that lists something: one listing, no other call.
+      await store.put(url(p, 'a.txt'), Buffer.from('a'));
+      const pages = vi.spyOn(store, '_pages');
+      const head = vi.spyOn(store, '_head');
+      expect(await store.list(url(p, ''))).toHaveLength(1);
+      expect(await store.walk(url(p, ''))).toHaveLength(1);
+      expect([pages.mock.calls.length, head.mock.calls.length]).toEqual([2, 0]);
+      vi.restoreAllMocks();
+    });
+
+    it.runIf(target.foreignPut !== undefined)(
+      'a key with a leading / at a bucket root (written by another client) is refused, never listed as the bucket',
+      async () => {
+        const bucket = randomBucket('lead');
+        await store.makeBucket(bucket);
+        const root = `${store.scheme}://${bucket}/`;
+        await store.put(`${root}ok.txt`, Buffer.from('ok'));
+        await target.foreignPut?.(bucket, '/lead.txt', Buffer.from('lead'));
+        try {
+          // The listing names a folder '/' that no URI can name (an empty segment): it would read
+          // as the bucket itself, a folder inside itself.
+          const listed = await failure(store.list(root), 'list');
+          expect(listed, String(listed)).toBeInstanceOf(UriError);
+          expect(listed.message).toMatch(/empty path segment/);
+          await expect(store.walk(root)).rejects.toBeInstanceOf(UriError);
+          await expect(store.fetch(root)).rejects.toBeInstanceOf(UriError);
+        } finally {
+          await store._delete(bucket, '/lead.txt');
+        }
+        expect((await store.list(root)).map((e) => e.uri.toString())).toEqual([`${root}ok.txt`]);
+      },
+    );
+
+    it('a name the store cannot hold exactly is refused before any request; one it can round-trips through put and push', async () => {
+      const p = randomPrefix();
+      const name = 'back\\slash.txt';
+      const local = mkdtempSync(path.join(tmpdir(), 'provcat-names-'));
+      await writeFile(path.join(local, name), 'bs');
+      const problem = store.capabilities.keyProblem?.(`${p}${name}`);
+      const u = Uri.fromKey(store.scheme, target.bucket, `${p}${name}`);
+      if (problem !== undefined) {
+        const spies = (['_put', '_pages', '_head', '_create'] as const).map((m) =>
+          vi.spyOn(store, m),
+        );
+        const put = await failure(store.put(u, Buffer.from('bs')), 'put');
+        expect(put, String(put)).toBeInstanceOf(UriError);
+        expect(put.message).toContain(problem);
+        const pushed = await failure(store.push(local, url(p, '')), 'push');
+        expect(pushed, String(pushed)).toBeInstanceOf(UriError);
+        const committed = await failure(store.commit(url(p, ''), 'm', { from: local }), 'commit');
+        expect(committed, String(committed)).toBeInstanceOf(UriError);
+        for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+        vi.restoreAllMocks();
+        return;
+      }
+      await store.put(u, Buffer.from('bs'));
+      expect((await store.walk(url(p, ''))).map((e) => e.uri.key)).toEqual([`${p}${name}`]);
+      const dest = url(p, 'pushed/');
+      expect(await store.push(local, dest)).toMatchObject({ uploaded: 1 });
+      expect(await store.push(local, dest, { delete: true })).toMatchObject({
+        uploaded: 0,
+        skipped: 1,
+        deleted: 0,
+      });
+      expect((await store.walk(dest)).map((e) => e.uri.key)).toEqual([`${p}pushed/${name}`]);
     });
   });
 }

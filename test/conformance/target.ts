@@ -101,6 +101,17 @@ export interface ConformanceTarget {
    * given). `partSize` is the smallest the store accepts, so uploads of a few parts stay small.
    */
   stage?: ((options: { prefix: string; partSize?: number }) => Stage) | undefined;
+  /**
+   * Write one object with the store's official SDK directly (another client, not provcat), its
+   * key exactly as given, in `bucket` (which the test made with `makeBucket`). Tests of keys
+   * provcat itself never writes (a leading `/` at a bucket root) run when given.
+   */
+  foreignPut?: ((bucket: string, key: string, body: Buffer) => Promise<void>) | undefined;
+}
+
+/** A fresh bucket name no test has used (valid on every store: lowercase letters and digits). */
+export function randomBucket(label = 'pc'): string {
+  return `${label}${randomBytes(6).toString('hex')}`;
 }
 
 /** A fresh random key prefix (`t-<hex>/`) so tests never see each other's objects. */

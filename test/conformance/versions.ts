@@ -46,7 +46,7 @@ import {
 import { type Location, ObjectStore } from '../../src/object-store.js';
 import { Uri } from '../../src/uri.js';
 import { rejection } from '../support/rejection.js';
-import { forbidPrimitives, readTree } from './fetch.js';
+import { commitKeySetCase, forbidPrimitives, readTree } from './fetch.js';
 import { tempCache } from './store.js';
 import { type ConformanceTarget, randomPrefix } from './target.js';
 
@@ -216,6 +216,7 @@ export function versionsSuite(target: ConformanceTarget): void {
       store = fresh();
     });
     const atomicish = target.flags.createMode !== 'none';
+    commitKeySetCase(target);
 
     it.runIf(atomicish)(
       'a commit keeps the committed versions while files change, are deleted and are added',

@@ -236,6 +236,12 @@ export class MemoryStore extends ObjectStore {
 
   async *_pages(bucket: string, prefix: string, options?: PagesOptions): AsyncIterable<ListPage> {
     await this.enter('_pages', options?.signal);
+    if (!this.backend.buckets.has(bucket)) {
+      // As a real store's listing answers for a bucket no one made (or wrote to).
+      throw new NotFound(`no such bucket: ${this.scheme}://${bucket}/`, {
+        uri: `${this.scheme}://${bucket}/`,
+      });
+    }
     const limit = Math.min(options?.limit ?? Number.POSITIVE_INFINITY, this.pageSize);
     const delimiter = options?.delimiter;
     let after: string | undefined;
@@ -311,6 +317,12 @@ export class MemoryStore extends ObjectStore {
     const v = this.current(bucket, key);
     if (!v) throw this.notFound(bucket, key);
     return this.body(v.data as Buffer, key, this.info(bucket, key, v), options);
+  }
+
+  /** Make an empty bucket (with the backend's versioning unless told); nothing if it exists. */
+  override async makeBucket(bucket: string, options: { versioning?: boolean } = {}) {
+    const b = this.backend.bucket(bucket);
+    if (options.versioning !== undefined && b.keys.size === 0) b.versioning = options.versioning;
   }
 
   async _put(
