@@ -12,6 +12,7 @@ import type { CliContext } from '../src/cli/command.js';
 import { gcCommands } from '../src/lake/gc/cli.js';
 import type { Progress } from '../src/store.js';
 import { gcSuite } from './support/gc-suite.js';
+import { gcTamperSuite } from './support/gc-tamper-suite.js';
 import { localTarget } from './support/gc-targets.js';
 
 let base: string;
@@ -23,10 +24,12 @@ afterAll(async () => {
 });
 
 describe('garbage collection on the local stage', () => {
-  gcSuite({
+  const suite = {
     target: () => localTarget(base),
     dir: () => mkdtemp(path.join(base, 'work-')),
-  });
+  };
+  gcSuite(suite);
+  gcTamperSuite(suite);
 });
 
 describe('the gc commands in process', () => {

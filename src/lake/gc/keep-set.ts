@@ -3,7 +3,9 @@
  * reference set, read from their logs only — never by listing the objects — and written as a
  * keep-set file (keep-set-file.ts) in canonical order with the references' fingerprint.
  *
- * Fail closed: every set is read whole and verified (refs-log.ts `readSet`); any problem is a
+ * Fail closed: every set is read whole and verified (refs-log.ts `readSet`), every delta in the
+ * stage must be accounted for (refs-audit.ts: a deleted log entry, the newest one included, or a
+ * deleted log leaves its delta behind); any problem is a
  * {@link ReferenceSetError}, and so is a stage with no reference set or with only retired ones
  * (`NoSets`): an empty keep-set would authorize deleting the whole stage. A set that explicitly
  * holds no entries is a set, though: the caller said it references nothing.
@@ -27,6 +29,7 @@ import {
   type KeepSetSummary,
   KeepSetWriter,
 } from './keep-set-file.js';
+import { checkEveryDelta, listDeltaIds } from './refs-audit.js';
 import { fingerprintOf, listSets, type RefStage, readSet, stageText } from './refs-log.js';
 
 /** Options of {@link writeKeepSet}. */
@@ -52,8 +55,12 @@ export async function writeKeepSet(
   options: KeepSetOptions = {},
 ): Promise<KeepSetFile> {
   const signal = options.signal;
+  // The deltas first, then the logs (refs-audit.ts says why).
+  const deltaIds = await listDeltaIds(stage, signal);
   const logged = await listSets(stage, signal);
   if (logged.size === 0) {
+    // Deltas without any log: the logs were deleted, which says more than "no sets".
+    await checkEveryDelta(stage, deltaIds, new Map(), signal);
     throw new ReferenceSetError(
       'NoSets',
       `the stage ${stageText(stage)} has no reference set: an empty keep-set would make every object a candidate (add a set first: docs/gc.md)`,
@@ -63,11 +70,15 @@ export async function writeKeepSet(
   try {
     const sorter = new ExternalSort<[string, number]>({ dir: tmp, ...options.sort });
     const sources: KeepSetSource[] = [];
+    const chains = new Map<string, string[]>();
     let deltas = 0;
     for (const set of [...logged.values()].sort((a, b) => (a.hash < b.hash ? -1 : 1))) {
       const ordinal = sources.length;
       let source: KeepSetSource | undefined;
+      const chain: string[] = [];
+      chains.set(set.hash, chain);
       for await (const { id, delta } of readSet(stage, set, signal)) {
+        chain.push(id);
         source = {
           set: set.hash,
           name: delta.name,
@@ -81,6 +92,8 @@ export async function writeKeepSet(
       }
       sources.push(source as KeepSetSource);
     }
+    // A delta in no chain and in no lost race: an entry (or a whole log) was deleted.
+    await checkEveryDelta(stage, deltaIds, chains, signal);
     if (sources.every((s) => s.retired)) {
       throw new ReferenceSetError(
         'NoSets',
