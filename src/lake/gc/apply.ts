@@ -14,7 +14,9 @@
  *    the apply before the page, with nothing more deleted ({@link ReferencesChanged});
  * 4. the page is re-read and re-hashed;
  * 5. every object is checked against the live keep-set (streaming, in key order) — so a plan
- *    computed elsewhere, from an inventory, cannot delete a referenced object — and the others
+ *    computed elsewhere, from an inventory, cannot delete a referenced object — and against the
+ *    stages nested in this one as the store shows them now (nested.ts: a folder above the key
+ *    with a `.provcat/` folder; asked again for each page) — and the others
  *    are deleted (`concurrency` at once, default 8), each conditionally: `deleteIf(uri, version)`, so an object rewritten since the plan is kept
  *    (`skipped`). A plan from an inventory file has no versions: the object is read first (HEAD)
  *    and deleted only if it is still older than the cutoff and of the planned size, on the
@@ -57,6 +59,7 @@ import {
   readPage,
   verifyPlan,
 } from './plan-format.js';
+import { NestedStages } from './nested.js';
 import { fullKey, type RefStage, readHeads } from './refs-log.js';
 
 /** Deletes in flight at once within a page, by default. */
@@ -318,8 +321,11 @@ export async function applyGc(
       const counts: ApplyCounts = { ...none };
       // The live keep-set first, in key order; then the deletions, some at once.
       const doomed: PlanObject[] = [];
+      // Stages nested in this one as the store shows them now: a tenant may have appeared since
+      // the plan, or the plan's inventory did not show it (nested.ts).
+      const nested = new NestedStages(stage, signal);
       for (const object of page.objects) {
-        if (await live.isReferenced(object.key)) {
+        if ((await live.isReferenced(object.key)) || (await nested.around(object.key))) {
           counts.skipped += 1;
           decided += 1;
         } else {
@@ -340,6 +346,8 @@ export async function applyGc(
       );
       for (const upload of page.uploads) {
         signal?.throwIfAborted();
+        // A nested stage's uploads are its own.
+        if (await nested.around(upload.key)) continue;
         await stage.abortUpload(
           {
             key: fullKey(stage, upload.key),

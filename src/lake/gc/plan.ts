@@ -8,7 +8,8 @@
  *    external sort by stage-relative key (the store's listing order is not trusted; a file is
  *    in no order). Rows outside the stage's exact prefix (and tenant), or of another bucket, are
  *    ignored. Folders of stages nested in this one (a `.provcat` segment below the top) are
- *    noted here, before any decision.
+ *    noted here, before any decision; for an inventory file, which need not show them, the
+ *    store is asked too before a key becomes a candidate (nested.ts).
  * 3. The sorted inventory is merged with the sorted keep-set ({@link SortedMatcher}). A key is a
  *    candidate only when it is outside the reserved folders, nameable, not covered, has a
  *    last-modified time, and that time is before the cutoff. A key listed twice is an error.
@@ -48,6 +49,7 @@ import {
 import { writeKeepSet } from './keep-set.js';
 import { isReservedKey, keyProblem, nestedStageOf } from './keys.js';
 import { KeepSetIndex } from './matcher.js';
+import { NestedStages } from './nested.js';
 import {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
@@ -282,6 +284,8 @@ async function writePlan(
     const nestedStages = new KeepSetIndex(nested);
     const pages = new PageWriter(dir, pageSize);
     const matcher = keep.matcher();
+    // A listing shows every nested stage's `.provcat/`; an inventory file need not.
+    const probe = options.inventory === undefined ? undefined : new NestedStages(stage, signal);
     let previous: string | undefined;
     let decidedBytes = 0;
     try {
@@ -306,6 +310,9 @@ async function writePlan(
           totals.undated += 1;
         } else if (mtime >= cutoffMs) {
           totals.young += 1;
+        } else if (probe !== undefined && (await probe.around(key)) !== undefined) {
+          // A stage nested here that the inventory file does not show (nested.ts).
+          totals.reserved += 1;
         } else {
           totals.candidates += 1;
           totals.bytes += size;
