@@ -126,7 +126,6 @@ export class StageFiles implements StageBackend {
     if (problem !== undefined) return { problem };
     const segments = key.split('/');
     const folder = path.join(this.root, ...segments.slice(0, -1));
-    const root = await this.rootReal(this.uriOf(key));
     let real: string;
     try {
       real = await realpath(folder);
@@ -135,6 +134,7 @@ export class StageFiles implements StageBackend {
       if (code === 'ENOENT' || code === 'ENOTDIR') return {};
       throw fsError(error, `cannot resolve ${folder}`, this.uriOf(key));
     }
+    const root = await this.rootReal(this.uriOf(key));
     if (real !== path.join(root, ...segments.slice(0, -1))) {
       return { problem: `its folder goes through a symlink (to ${real})` };
     }
@@ -187,7 +187,6 @@ export class StageFiles implements StageBackend {
   async markersFolder(): Promise<string | undefined> {
     const rel = [this.keyPrefix, MARKERS].filter((s) => s !== '').join('/');
     const dir = this.pathOf(rel);
-    const root = await this.rootReal(this.uriOf(rel));
     let real: string;
     try {
       real = await realpath(dir);
@@ -196,6 +195,7 @@ export class StageFiles implements StageBackend {
       if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
       throw fsError(error, `cannot resolve ${dir}`, this.uriOf(rel));
     }
+    const root = await this.rootReal(this.uriOf(rel));
     if (real !== path.join(root, ...rel.split('/'))) {
       throw new ObjectIntegrityError(
         'OutsideStage',

@@ -39,6 +39,7 @@
  *
  * @module
  */
+import { constants as fsc } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -52,6 +53,7 @@ import { GcPlanError, ReferencesChanged } from './errors.js';
 import type { ExternalSortOptions } from './external-sort.js';
 import { writeKeepSet } from './keep-set.js';
 import type { SortedMatcher } from './matcher.js';
+import { NestedStages } from './nested.js';
 import {
   type PlanManifest,
   type PlanObject,
@@ -59,7 +61,6 @@ import {
   readPage,
   verifyPlan,
 } from './plan-format.js';
-import { NestedStages } from './nested.js';
 import { fullKey, type RefStage, readHeads } from './refs-log.js';
 
 /** Deletes in flight at once within a page, by default. */
@@ -145,9 +146,13 @@ async function readCheckpoint(
   const file = planPaths(dir).checkpoint;
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readFile(file, { encoding: 'utf8', flag: fsc.O_RDONLY | fsc.O_NOFOLLOW });
   } catch (error) {
-    if ((error as { code?: string }).code !== 'ENOENT') throw error;
+    const code = (error as { code?: string }).code;
+    if (code === 'EISDIR' || code === 'ELOOP') {
+      throw checkpointError(file, 'not a regular file (a directory or a symbolic link)', error);
+    }
+    if (code !== 'ENOENT') throw error;
     return {
       format: CHECKPOINT_FORMAT,
       plan: id,

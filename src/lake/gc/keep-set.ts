@@ -20,6 +20,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { checkOutputTarget } from '../../cli/output-file.js';
 import { ReferenceSetError } from './errors.js';
 import { ExternalSort, type ExternalSortOptions } from './external-sort.js';
 import {
@@ -55,6 +56,8 @@ export async function writeKeepSet(
   options: KeepSetOptions = {},
 ): Promise<KeepSetFile> {
   const signal = options.signal;
+  // A target that cannot be written is refused before anything is read (src/cli/output-file.ts).
+  checkOutputTarget(file, '--out');
   // The deltas first, then the logs (refs-audit.ts says why).
   const deltaIds = await listDeltaIds(stage, signal);
   const logged = await listSets(stage, signal);

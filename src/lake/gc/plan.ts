@@ -31,6 +31,7 @@
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { checkOutputDirectory } from '../../cli/output-file.js';
 import { sha256Hex } from '../../digest.js';
 import { StoreError } from '../../errors.js';
 import { writeFileAtomic } from '../../fs-atomic.js';
@@ -168,6 +169,8 @@ class PageWriter {
  * here (a failed plan then removes it; otherwise only what it wrote inside).
  */
 async function prepareOut(dir: string): Promise<boolean> {
+  // A file, device, FIFO or symlink is refused before anything is made (src/cli/output-file.ts).
+  checkOutputDirectory(dir, '--out');
   const made = (await mkdir(dir, { recursive: true })) !== undefined;
   const present = await readdir(dir);
   if (present.length > 0) {
