@@ -40,8 +40,7 @@
  * @module
  */
 import { constants as fsc } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { canonicalJson } from '../../commits/format.js';
 import { forEachLimit } from '../../concurrency.js';
@@ -62,6 +61,7 @@ import {
   verifyPlan,
 } from './plan-format.js';
 import { fullKey, type RefStage, readHeads } from './refs-log.js';
+import { makeWorkDir } from './work-dir.js';
 
 /** Deletes in flight at once within a page, by default. */
 export const DEFAULT_CONCURRENCY = 8;
@@ -286,7 +286,7 @@ export async function applyGc(
       manifest.references,
       current,
     );
-  const tmp = await mkdtemp(path.join(options.tmpDir ?? tmpdir(), 'provcat-gc-apply-'));
+  const tmp = await makeWorkDir(options.tmpDir, 'apply');
   let matcher: SortedMatcher | undefined;
   let applied = 0;
   try {

@@ -17,8 +17,7 @@
  *
  * @module
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { checkOutputTarget } from '../../cli/output-file.js';
 import { ReferenceSetError } from './errors.js';
@@ -32,6 +31,7 @@ import {
 } from './keep-set-file.js';
 import { checkEveryDelta, listDeltaIds } from './refs-audit.js';
 import { fingerprintOf, listSets, type RefStage, readSet, stageText } from './refs-log.js';
+import { makeWorkDir } from './work-dir.js';
 
 /** Options of {@link writeKeepSet}. */
 export interface KeepSetOptions {
@@ -69,7 +69,7 @@ export async function writeKeepSet(
       `the stage ${stageText(stage)} has no reference set: an empty keep-set would make every object a candidate (add a set first: docs/gc.md)`,
     );
   }
-  const tmp = await mkdtemp(path.join(options.tmpDir ?? tmpdir(), 'provcat-keep-'));
+  const tmp = await makeWorkDir(options.tmpDir, 'keep');
   try {
     const sorter = new ExternalSort<[string, number]>({ dir: tmp, ...options.sort });
     const sources: KeepSetSource[] = [];

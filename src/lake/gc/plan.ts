@@ -28,8 +28,7 @@
  *
  * @module
  */
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { checkOutputDirectory } from '../../cli/output-file.js';
 import { sha256Hex } from '../../digest.js';
@@ -66,6 +65,7 @@ import {
   planPaths,
 } from './plan-format.js';
 import type { RefStage } from './refs-log.js';
+import { makeWorkDir } from './work-dir.js';
 
 /** The default cutoff: 7 days. */
 export const DEFAULT_OLDER_THAN_MS = 7 * 24 * 60 * 60 * 1000;
@@ -227,7 +227,7 @@ async function writePlan(
   pageSize: number,
 ): Promise<PlanResult> {
   const signal = options.signal;
-  const tmp = await mkdtemp(path.join(options.tmpDir ?? tmpdir(), 'provcat-gc-plan-'));
+  const tmp = await makeWorkDir(options.tmpDir, 'plan');
   const totals: PlanTotals = {
     scanned: 0,
     reserved: 0,
