@@ -4,7 +4,7 @@
  * The bundled CLI and the child processes import dist/ (`npm run build` first).
  */
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -14,7 +14,7 @@ import { hostTag } from '../src/fs-atomic.js';
 import { gcCommands } from '../src/lake/gc/cli.js';
 import { applyGc, planGc } from '../src/lake/index.js';
 import type { Progress } from '../src/store.js';
-import { gcSuite } from './support/gc-suite.js';
+import { cli, gcSuite } from './support/gc-suite.js';
 import { gcTamperSuite } from './support/gc-tamper-suite.js';
 import { localTarget } from './support/gc-targets.js';
 
@@ -76,6 +76,52 @@ describe('temp folders of killed GC runs', () => {
     // The next run (here the resumed apply) sweeps the dead one and removes its own.
     expect(await applyGc(stage, plan.dir, { tmpDir: tmp })).toMatchObject({ skipped: 0 });
     expect(await readdir(tmp)).toEqual([path.basename(live)]);
+    await stage.close();
+  });
+});
+
+describe('usage errors of the gc commands (exit 2)', () => {
+  it('an --older-than past what a date can hold, and a bad set name, are usage errors', async () => {
+    const t = await localTarget(base);
+    const stage = t.stage();
+    await stage.addReferences('ds', [stage.uriOf('data/kept.bin')]);
+    const out = path.join(base, 'huge-plan');
+    const huge = await cli(t, [
+      'gc',
+      'plan',
+      '--stage',
+      t.stageString,
+      '--older-than',
+      '9007199254740991ms',
+      '--out',
+      out,
+    ]);
+    expect(huge.code, huge.stderr).toBe(2);
+    expect(huge.stderr).toMatch(/^provcat: UsageError: .*at most 36525d/);
+    expect(huge.stderr).not.toMatch(/RangeError/);
+    for (const name of [' ', 'tab\tname', 'x'.repeat(1025)]) {
+      const add = await cli(t, [
+        'refs',
+        'add',
+        name,
+        stage.uriOf('data/a.bin'),
+        '--stage',
+        t.stageString,
+      ]);
+      expect(add.code, add.stderr).toBe(2);
+      expect(add.stderr).toMatch(/^provcat: UsageError: .*set name/);
+      const retire = await cli(t, ['refs', 'retire', name, '--stage', t.stageString]);
+      expect(retire.code, retire.stderr).toBe(2);
+    }
+    // A location file that starts with a byte-order mark is read as JSON.
+    const loc = path.join(base, 'bom-loc.json');
+    await writeFile(
+      loc,
+      `\ufeff${JSON.stringify({ uri: stage.uriOf('data/bom.bin'), contentType: 'application/octet-stream', sizeBytes: 1, sha256: 'b'.repeat(64) })}`,
+    );
+    const bom = await cli(t, ['refs', 'add', 'ds', `@${loc}`, '--stage', t.stageString]);
+    expect(bom.code, bom.stderr).toBe(0);
+    expect(JSON.parse(bom.stdout)).toEqual({ name: 'ds', number: 2, added: 1 });
     await stage.close();
   });
 });

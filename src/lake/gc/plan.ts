@@ -69,6 +69,8 @@ import { makeWorkDir } from './work-dir.js';
 
 /** The default cutoff: 7 days. */
 export const DEFAULT_OLDER_THAN_MS = 7 * 24 * 60 * 60 * 1000;
+/** The longest cutoff: 100 years (36,525 days), further back than any store's times. */
+export const MAX_OLDER_THAN_MS = 36_525 * 24 * 60 * 60 * 1000;
 
 /** What planning needs of a stage (a `Stage` is one). */
 export interface PlanStage extends RefStage, ListingSource {
@@ -198,8 +200,10 @@ function bucketOf(stage: PlanStage): string | undefined {
  */
 export async function planGc(stage: PlanStage, options: PlanOptions): Promise<PlanResult> {
   const olderThanMs = options.olderThanMs ?? DEFAULT_OLDER_THAN_MS;
-  if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0) {
-    throw new RangeError(`olderThanMs must be a non-negative integer, not ${olderThanMs}`);
+  if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_OLDER_THAN_MS) {
+    throw new RangeError(
+      `olderThanMs must be an integer in 0..${MAX_OLDER_THAN_MS} (100 years), not ${olderThanMs}`,
+    );
   }
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   if (!Number.isSafeInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
