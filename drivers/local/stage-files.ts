@@ -1,3 +1,33 @@
+/**
+ * The storage of a local managed stage: plain files under a root directory, one immutable file
+ * per object (`<root>/[tenant/]ab/ab12…`), so any tool can read them and a location is a
+ * `file:///` URI. Not the `local://` store: a managed object needs no versions, and publishing
+ * it is one rename.
+ *
+ * **Uploads** (the part protocol, stage-uploads.ts): a temp `<final>.uploading` beside the final path (same
+ * directory, so the rename is atomic), written at each part's offset, fsynced, renamed to the
+ * final name, and the directory fsynced. Until the rename the temp belongs to the upload: a
+ * failure or cancellation removes it; after it nothing removes the object. A writer killed before
+ * the rename leaves its temp and a marker `.provcat/uploads/<pid>.<id>` naming it; the next
+ * upload to the stage removes the temps of writers that are gone (their pid is not running, or
+ * the marker is older than {@link STALE_UPLOAD_MS}), and GC lists them as open uploads.
+ *
+ * **Containment is checked on the real path** (issue: a symlink inside the stage, `ab -> /etc`,
+ * must not let a location reach outside): every path is resolved with `realpath` and must be the
+ * root's real path plus the key, with no symlink component; files are opened with `O_NOFOLLOW`.
+ * Anything else is `ObjectIntegrityError('OutsideStage')`. The same holds for every path taken
+ * from a marker or a plan before anything is removed ({@link StageFiles.removeTemp}): a marker
+ * is a file anyone who can write the stage can write, so its key must be a key of this stage
+ * (every segment valid, no `..`; inside the tenant; no `.provcat` folder) whose folders are real
+ * folders below the root, and the temp a regular file. A marker naming anything else is never
+ * followed: the sweep leaves it (and what it names) alone, GC does not list it, and aborting it
+ * is `OutsideStage`. The markers folder itself must be a real folder of the stage.
+ *
+ * Listings walk the directory tree without following links, in UTF-8 byte order of keys; the
+ * temps are not objects. A file's version is its inode and modification time.
+ *
+ * @module
+ */
 import { constants as fsc } from 'node:fs';
 import {
   type FileHandle,

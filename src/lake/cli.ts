@@ -1,3 +1,26 @@
+/**
+ * The managed-object verbs of the `provcat` CLI: `upload`, `cat`, `verify`.
+ *
+ * `--stage` takes `file:///abs/root/`, `s3://bucket/prefix/` or `@descriptor.json` (see
+ * factory.ts). A LOCATION is the DataLocation JSON itself or `@file.json`.
+ *
+ * `cat` streams verified bytes. To stdout it cannot take back bytes already written, so an
+ * integrity failure at the end is reported on stderr with exit status 6 — a script must check
+ * the status. With `-o FILE` nothing appears under FILE unless verification succeeded: bytes go
+ * to a temp file beside it, which is fsynced and renamed only after the stream ended cleanly,
+ * and removed otherwise; a FILE that is not a new or regular file (a device, a FIFO, a link, a
+ * directory) is refused with exit 2 before anything is created, and `-o -` is stdout
+ * (src/cli/output-file.ts).
+ *
+ * Whole-object reads (`cat`, `cat -o`, `verify`) go through `ManagedStage.readTo`, so on S3 the
+ * driver's reused read buffers reach the output without being copied into fresh memory; the
+ * sinks below therefore never keep a chunk past their `data` call. A reader of stdout that goes
+ * away (`provcat cat … | head -c 10`: EPIPE) ends `cat` quietly with exit status 1 — what the
+ * CLI answered before, minus the `write EPIPE` line on stderr, since nobody is left to want the
+ * bytes and that is not a failure of the object.
+ *
+ * @module
+ */
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { debuglog } from 'node:util';
