@@ -16,6 +16,7 @@ import { applyGc, planGc, type Stage, stageFromDescriptor } from '../src/lake/in
 import { DEV_ACCOUNT_KEY, DEV_ACCOUNT_NAME } from './servers/azure-dev-account.js';
 import { azureTarget, describeAzurite, dropContainer, newContainer } from './setup/azure.js';
 import { type GcTarget, gcSuite, HOSTILE } from './support/gc-suite.js';
+import { gcTamperSuite } from './support/gc-tamper-suite.js';
 import { isReserved } from './support/gc-targets.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -97,12 +98,14 @@ describeAzurite('garbage collection on an Azure stage (Azurite)', () => {
     await rm(base, { recursive: true, force: true });
   });
 
-  gcSuite({
+  const suite = {
     target: async () => azureGcTarget(container, endpoint),
     dir: () => mkdtemp(path.join(base, 'work-')),
     // Azurite answers 500 to a listing that covers a name with U+FFFF (Azure encodes it).
     hostile: HOSTILE.filter((k) => !k.includes('\uffff')),
-  });
+  };
+  gcSuite(suite);
+  gcTamperSuite(suite);
 
   it('an inventory row of another container never authorizes a deletion here', async () => {
     const t = azureGcTarget(container, endpoint);

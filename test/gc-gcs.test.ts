@@ -15,6 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { applyGc, planGc, type Stage, stageFromDescriptor } from '../src/lake/index.js';
 import { startGcsServer } from './servers/gcs/server.js';
 import { type GcTarget, gcSuite } from './support/gc-suite.js';
+import { gcTamperSuite } from './support/gc-tamper-suite.js';
 import { isReserved } from './support/gc-targets.js';
 
 const server = await startGcsServer();
@@ -69,10 +70,12 @@ function gcsTarget(name: string): GcTarget {
 }
 
 describe('garbage collection on a GCS stage', () => {
-  gcSuite({
+  const suite = {
     target: async () => gcsTarget(bucket),
     dir: () => mkdtemp(path.join(base, 'work-')),
-  });
+  };
+  gcSuite(suite);
+  gcTamperSuite(suite);
 
   it('leaves the sessions it cannot list open (they expire on their own)', async () => {
     const t = gcsTarget(bucket);

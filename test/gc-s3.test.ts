@@ -19,6 +19,7 @@ import {
 import { testClient } from './fixtures/lake-helpers.js';
 import { createTestBucket, describeS3, dropTestBucket } from './setup/s3.js';
 import { gcSuite } from './support/gc-suite.js';
+import { gcTamperSuite } from './support/gc-tamper-suite.js';
 import { s3Target } from './support/gc-targets.js';
 
 describeS3('garbage collection on an S3 stage', () => {
@@ -37,10 +38,12 @@ describeS3('garbage collection on an S3 stage', () => {
     await rm(base, { recursive: true, force: true });
   });
 
-  gcSuite({
+  const suite = {
     target: async () => s3Target(bucket),
     dir: () => mkdtemp(path.join(base, 'work-')),
-  });
+  };
+  gcSuite(suite);
+  gcTamperSuite(suite);
 
   it('on a versioned bucket that ignores If-None-Match (oldest-version-wins)', async () => {
     const target = s3Target(versioned);

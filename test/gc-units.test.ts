@@ -10,12 +10,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { UsageError } from '../src/cli/command.js';
 import { ObjectIntegrityError } from '../src/errors.js';
-import { parseDuration } from '../src/lake/gc/cli.js';
+import { locationArg } from '../src/lake/cli.js';
+import { locationsOf, parseDuration } from '../src/lake/gc/cli.js';
 import { CsvParser } from '../src/lake/gc/csv.js';
 import { InventoryError, KeepSetFileError } from '../src/lake/gc/errors.js';
 import { ExternalSort } from '../src/lake/gc/external-sort.js';
-import { decodeUrlKey } from '../src/lake/gc/inventory.js';
+import { decodeUrlKey, readInventoryFile } from '../src/lake/gc/inventory.js';
 import { KEEP_SET_FORMAT, KeepSetWriter, readKeepSet } from '../src/lake/gc/keep-set-file.js';
 import {
   compareUtf8,
@@ -369,6 +371,71 @@ describe('durations', () => {
     for (const bad of ['7', 'd', '1.5h', '-1s', '1w', ' 1s']) {
       expect(() => parseDuration(bad), bad).toThrow(/duration/);
     }
+  });
+
+  it('a duration longer than a cutoff can be is a usage error, not a RangeError later', () => {
+    expect(parseDuration('36525d')).toBe(36525 * 86_400_000);
+    for (const huge of ['9007199254740991ms', '36526d', '99999999999999h']) {
+      const error = (() => {
+        try {
+          parseDuration(huge);
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(error, huge).toBeInstanceOf(UsageError);
+      expect((error as Error).message).toMatch(/at most 36525d \(100 years\)/);
+    }
+  });
+});
+
+describe('inventory columns', () => {
+  it('a JSON Lines row naming one column twice (key and Key) is refused, as a CSV header is', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'gc-inventory-'));
+    const file = path.join(dir, 'twice.jsonl');
+    await writeFile(
+      file,
+      `${JSON.stringify({ key: 'data/live.bin', Key: 'data/other.bin', size: 1, last_modified: 0 })}\n`,
+    );
+    const rows = async () => {
+      const out: unknown[] = [];
+      for await (const row of readInventoryFile(file)) out.push(row);
+      return out;
+    };
+    await expect(rows()).rejects.toThrow(InventoryError);
+    await expect(rows()).rejects.toThrow(/line 1: "key" and "Key" both name the key column/);
+    const csv = path.join(dir, 'twice.csv');
+    await writeFile(csv, 'key,Key,size,last_modified\ndata/a,data/b,1,\n');
+    await expect(
+      (async () => {
+        for await (const _ of readInventoryFile(csv));
+      })(),
+    ).rejects.toThrow(/column Key appears twice/);
+    await rm(dir, { recursive: true, force: true });
+  });
+});
+
+describe('location files', () => {
+  it('a UTF-8 byte-order mark before the JSON is accepted, by every reader of @file.json', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'gc-bom-'));
+    const location = {
+      uri: 'file:///lake/ab/ab12',
+      contentType: 'application/octet-stream',
+      sizeBytes: 1,
+      sha256: 'a'.repeat(64),
+    };
+    const one = path.join(dir, 'one.json');
+    await writeFile(one, `\ufeff${JSON.stringify(location)}`);
+    const many = path.join(dir, 'many.json');
+    await writeFile(many, `\ufeff${JSON.stringify([location, 'file:///lake/ab/'])}`);
+    expect(await locationArg(`@${one}`)).toEqual(location);
+    expect(await locationsOf(`@${one}`)).toEqual([location]);
+    expect(await locationsOf(`@${many}`)).toEqual([location, 'file:///lake/ab/']);
+    // Anything else before the JSON is still not JSON.
+    await writeFile(one, `x${JSON.stringify(location)}`);
+    await expect(locationsOf(`@${one}`)).rejects.toThrow(/not JSON/);
+    await expect(locationArg(`@${one}`)).rejects.toThrow(/must be JSON/);
+    await rm(dir, { recursive: true, force: true });
   });
 });
 

@@ -4,7 +4,7 @@
  * `file:///` URI. Not the `local://` store: a managed object needs no versions, and publishing
  * it is one rename.
  *
- * **Uploads** (the part protocol): a temp `<final>.uploading` beside the final path (same
+ * **Uploads** (the part protocol, stage-uploads.ts): a temp `<final>.uploading` beside the final path (same
  * directory, so the rename is atomic), written at each part's offset, fsynced, renamed to the
  * final name, and the directory fsynced. Until the rename the temp belongs to the upload: a
  * failure or cancellation removes it; after it nothing removes the object. A writer killed before
@@ -15,14 +15,19 @@
  * **Containment is checked on the real path** (issue: a symlink inside the stage, `ab -> /etc`,
  * must not let a location reach outside): every path is resolved with `realpath` and must be the
  * root's real path plus the key, with no symlink component; files are opened with `O_NOFOLLOW`.
- * Anything else is `ObjectIntegrityError('OutsideStage')`.
+ * Anything else is `ObjectIntegrityError('OutsideStage')`. The same holds for every path taken
+ * from a marker or a plan before anything is removed ({@link StageFiles.removeTemp}): a marker
+ * is a file anyone who can write the stage can write, so its key must be a key of this stage
+ * (every segment valid, no `..`; inside the tenant; no `.provcat` folder) whose folders are real
+ * folders below the root, and the temp a regular file. A marker naming anything else is never
+ * followed: the sweep leaves it (and what it names) alone, GC does not list it, and aborting it
+ * is `OutsideStage`. The markers folder itself must be a real folder of the stage.
  *
  * Listings walk the directory tree without following links, in UTF-8 byte order of keys; the
  * temps are not objects. A file's version is its inode and modification time.
  *
  * @module
  */
-import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
 import {
   type FileHandle,
@@ -31,79 +36,35 @@ import {
   mkdir,
   open,
   readdir,
-  readFile,
   realpath,
   rename,
   rm,
   unlink,
 } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
-import { debuglog } from 'node:util';
 import type {
-  CompletedPart,
   CreateMode,
   GetResult,
-  ListedPart,
   ObjectInfo,
-  OpenUpload,
   PartProtocol,
-  PartUpload,
   SignalOptions,
-  UploadObjectOptions,
 } from '../../src/driver.js';
 import {
   Exists,
   NotFound,
   NotSupported,
   ObjectIntegrityError,
-  PermissionDenied,
   PreconditionFailed,
   StoreError,
 } from '../../src/errors.js';
-import { fsyncDir, isRunning, tempPathFor } from '../../src/fs-atomic.js';
+import { fsyncDir, tempPathFor } from '../../src/fs-atomic.js';
 import { compareUtf8 } from '../../src/keys.js';
 import type { StageBackend } from '../../src/lake/backend.js';
 
-const debug = debuglog('provcat:lake');
+import { fsError, infoOf, keyProblemOf, MARKERS, UPLOADING, writeSynced } from './stage-io.js';
+import { FileUploads } from './stage-uploads.js';
 
-/** The suffix of an upload's temp file. */
-export const UPLOADING = '.uploading';
-/** Where upload markers live, below the stage's key prefix. */
-const MARKERS = '.provcat/uploads';
-/** A marker older than this names a writer that is gone, whatever its pid says: one week. */
-export const STALE_UPLOAD_MS = 7 * 24 * 60 * 60 * 1000;
-
-/** Map a file-system error: ENOENT/ENOTDIR NotFound, EACCES/EPERM PermissionDenied, else StoreError. */
-function fsError(error: unknown, message: string, uri: string): Error {
-  const code = (error as { code?: string }).code;
-  if (code === 'ENOENT' || code === 'ENOTDIR') {
-    return new NotFound(`${message}: no such file`, { uri, cause: error });
-  }
-  if (code === 'EACCES' || code === 'EPERM') {
-    return new PermissionDenied(`${message}: ${code}`, { uri, cause: error });
-  }
-  if (code === 'ELOOP') {
-    return new ObjectIntegrityError('OutsideStage', `${uri} is outside the stage: a symlink`, {
-      uri,
-      cause: error,
-    });
-  }
-  return new StoreError(`${message}: ${code ?? String(error)}`, { uri, cause: error });
-}
-
-/** What a listing or HEAD reports of a file: its version is its inode and mtime. */
-function infoOf(
-  key: string,
-  stats: { size: number; ino: number; mtimeMs: number; mtime: Date },
-): ObjectInfo {
-  return {
-    key,
-    size: stats.size,
-    version: `${stats.ino}-${stats.mtimeMs}`,
-    lastModified: stats.mtime,
-  };
-}
+export { STALE_UPLOAD_MS, UPLOADING } from './stage-io.js';
 
 /** The plain files of a local stage, as a {@link StageBackend} (see the module comment). */
 export class StageFiles implements StageBackend {
@@ -136,11 +97,13 @@ export class StageFiles implements StageBackend {
   private async inside(key: string): Promise<string> {
     const file = this.pathOf(key);
     const uri = this.uriOf(key);
-    this.realRoot ??= realpath(this.root).catch((error: unknown) => {
-      this.realRoot = undefined;
-      throw fsError(error, `stage root ${this.root}`, uri);
-    });
-    const root = await this.realRoot;
+    const problem = keyProblemOf(key);
+    if (problem !== undefined) {
+      throw new ObjectIntegrityError('OutsideStage', `${uri} is outside the stage: ${problem}`, {
+        uri,
+      });
+    }
+    const root = await this.rootReal(uri);
     let real: string;
     try {
       real = await realpath(file);
@@ -155,6 +118,122 @@ export class StageFiles implements StageBackend {
       );
     }
     return file;
+  }
+
+  /** The root's real path (resolved once). */
+  private rootReal(uri: string): Promise<string> {
+    this.realRoot ??= realpath(this.root).catch((error: unknown) => {
+      this.realRoot = undefined;
+      throw fsError(error, `stage root ${this.root}`, uri);
+    });
+    return this.realRoot;
+  }
+
+  /**
+   * Why `key` (a full key, as a marker or a plan names it) cannot name an upload temp of this
+   * stage, or `undefined`: every segment valid (no `..`, no empty one), inside the tenant, and no
+   * `.provcat` folder on the way. No I/O.
+   */
+  tempKeyProblem(key: string): string | undefined {
+    const problem = keyProblemOf(key);
+    if (problem !== undefined) return problem;
+    const rel = this.keyPrefix === '' ? key : key.slice(this.keyPrefix.length + 1);
+    if (this.keyPrefix !== '' && !key.startsWith(`${this.keyPrefix}/`)) {
+      return `not inside the tenant ${this.keyPrefix}/`;
+    }
+    if (rel.split('/').includes('.provcat')) return 'in a reserved .provcat folder';
+    return undefined;
+  }
+
+  /**
+   * The path of the upload temp of `key` (`<key>.uploading`) when it is contained — a valid key
+   * of this stage ({@link tempKeyProblem}) whose folder's real path is the root's real path plus
+   * the key's folders (no symlink on the way) — else why not. A folder that does not exist holds
+   * no temp: `{ file: undefined }`.
+   */
+  async containedTemp(key: string): Promise<{ file?: string; problem?: string }> {
+    const problem = this.tempKeyProblem(key);
+    if (problem !== undefined) return { problem };
+    const segments = key.split('/');
+    const folder = path.join(this.root, ...segments.slice(0, -1));
+    let real: string;
+    try {
+      real = await realpath(folder);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return {};
+      throw fsError(error, `cannot resolve ${folder}`, this.uriOf(key));
+    }
+    const root = await this.rootReal(this.uriOf(key));
+    if (real !== path.join(root, ...segments.slice(0, -1))) {
+      return { problem: `its folder goes through a symlink (to ${real})` };
+    }
+    return { file: path.join(folder, `${segments.at(-1) as string}${UPLOADING}`) };
+  }
+
+  /**
+   * Remove the upload temp of `key` if it is contained ({@link containedTemp}) and a regular
+   * file; `false` when there was none. Anything else is `ObjectIntegrityError('OutsideStage')`,
+   * and nothing is removed.
+   */
+  async removeTemp(key: string): Promise<boolean> {
+    const uri = this.uriOf(key);
+    const { file, problem } = await this.containedTemp(key);
+    if (problem !== undefined) {
+      throw new ObjectIntegrityError(
+        'OutsideStage',
+        `the upload temp of ${uri} is outside the stage: ${problem}; nothing removed`,
+        { uri },
+      );
+    }
+    if (file === undefined) return false;
+    let stats: Awaited<ReturnType<typeof lstat>>;
+    try {
+      stats = await lstat(file);
+    } catch (error) {
+      if ((error as { code?: string }).code === 'ENOENT') return false;
+      throw fsError(error, `cannot stat ${file}`, uri);
+    }
+    if (!stats.isFile()) {
+      throw new ObjectIntegrityError(
+        'OutsideStage',
+        `the upload temp of ${uri} is not a regular file (a symlink, a folder or a device); nothing removed`,
+        { uri },
+      );
+    }
+    try {
+      await unlink(file);
+    } catch (error) {
+      if ((error as { code?: string }).code === 'ENOENT') return false;
+      throw fsError(error, `cannot remove ${file}`, uri);
+    }
+    return true;
+  }
+
+  /**
+   * The markers folder of the stage, proven a real folder below the root (`undefined` when it
+   * does not exist); `OutsideStage` when it goes through a symlink.
+   */
+  async markersFolder(): Promise<string | undefined> {
+    const rel = [this.keyPrefix, MARKERS].filter((s) => s !== '').join('/');
+    const dir = this.pathOf(rel);
+    let real: string;
+    try {
+      real = await realpath(dir);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+      throw fsError(error, `cannot resolve ${dir}`, this.uriOf(rel));
+    }
+    const root = await this.rootReal(this.uriOf(rel));
+    if (real !== path.join(root, ...rel.split('/'))) {
+      throw new ObjectIntegrityError(
+        'OutsideStage',
+        `the upload markers folder ${dir} goes through a symlink (to ${real}): remove the link`,
+        { uri: this.uriOf(rel) },
+      );
+    }
+    return dir;
   }
 
   private async openInside(key: string): Promise<FileHandle> {
@@ -330,200 +409,4 @@ export class StageFiles implements StageBackend {
   }
 
   async close(): Promise<void> {}
-}
-/** The part protocol of a local stage: a temp file written at offsets, then renamed. */
-class FileUploads implements PartProtocol {
-  readonly name = 'local upload';
-  readonly maxParts = 1_000_000;
-  readonly minPartSize = 1;
-  readonly maxPartSize = 5 * 1024 ** 3;
-  readonly resumable = false;
-  readonly leftover = 'the next upload to the stage';
-  /** Open temp files of uploads in progress, by upload reference. */
-  private readonly open = new Map<string, { handle: FileHandle; marker: string }>();
-  private swept = false;
-
-  constructor(private readonly files: StageFiles) {}
-
-  private pathOf(key: string): string {
-    return this.files.pathOf(key);
-  }
-
-  private uriOf(key: string): string {
-    return this.files.uriOf(key);
-  }
-
-  /** Start an upload: open `<final>.uploading` (exclusive) and leave a marker naming it. */
-  async create(key: string): Promise<string> {
-    const file = this.pathOf(key);
-    const temp = `${file}${UPLOADING}`;
-    const uri = this.uriOf(key);
-    await this.sweep();
-    const marker = this.pathOf(
-      [this.files.keyPrefix, MARKERS, `${process.pid}.${randomBytes(6).toString('hex')}`]
-        .filter((s) => s !== '')
-        .join('/'),
-    );
-    try {
-      await mkdir(path.dirname(marker), { recursive: true });
-      await writeSynced(marker, Buffer.from(`${key}\n`));
-      await mkdir(path.dirname(file), { recursive: true });
-      const handle = await open(temp, 'wx', 0o644);
-      this.open.set(key, { handle, marker });
-    } catch (error) {
-      await rm(marker, { force: true });
-      throw fsError(error, `cannot start the upload of ${uri}`, uri);
-    }
-    return key;
-  }
-
-  async putPart(key: string, upload: string, part: PartUpload): Promise<string> {
-    const entry = this.open.get(upload);
-    const uri = this.uriOf(key);
-    if (entry === undefined) throw new StoreError(`no upload in progress for ${uri}`, { uri });
-    part.signal.throwIfAborted();
-    try {
-      if (part.body instanceof Uint8Array) {
-        await writeAt(entry.handle, part.body, part.offset);
-      } else {
-        let position = part.offset;
-        for await (const chunk of part.body as Readable) {
-          part.signal.throwIfAborted();
-          await writeAt(entry.handle, chunk as Uint8Array, position);
-          position += (chunk as Uint8Array).length;
-        }
-      }
-    } catch (error) {
-      if (part.signal.aborted) throw error;
-      throw error instanceof Error && 'syscall' in error
-        ? fsError(error, `cannot write ${uri}`, uri)
-        : error;
-    }
-    return '';
-  }
-
-  async listParts(): Promise<Map<number, ListedPart> | 'gone'> {
-    return 'gone';
-  }
-
-  /** fsync the temp, rename it to the final name, fsync the directory: published. */
-  async complete(
-    key: string,
-    upload: string,
-    _parts: readonly CompletedPart[],
-    options: UploadObjectOptions & { size: number },
-  ): Promise<ObjectInfo> {
-    const entry = this.open.get(upload);
-    const uri = this.uriOf(key);
-    if (entry === undefined) throw new StoreError(`no upload in progress for ${uri}`, { uri });
-    const file = this.pathOf(key);
-    try {
-      await entry.handle.truncate(options.size);
-      await entry.handle.sync();
-      await entry.handle.close();
-      this.open.delete(upload);
-      await rename(`${file}${UPLOADING}`, file);
-    } catch (error) {
-      throw fsError(error, `cannot publish ${uri}`, uri);
-    }
-    // Published: nothing removes it from here on.
-    await rm(entry.marker, { force: true });
-    try {
-      await fsyncDir(path.dirname(file));
-    } catch (cause) {
-      throw new StoreError(`uploaded ${uri} but could not fsync its directory`, { uri, cause });
-    }
-    return infoOf(key, await lstat(file));
-  }
-
-  /**
-   * Discard an upload: its temp, and its marker. An upload of this process is closed first; one
-   * of a writer that is gone (listed by {@link listUploads}, aborted by garbage collection) has
-   * its markers removed too, so it is not listed again.
-   */
-  async abort(key: string, upload: string): Promise<void> {
-    const entry = this.open.get(upload);
-    this.open.delete(upload);
-    await entry?.handle.close().catch(() => undefined);
-    await rm(`${this.pathOf(key)}${UPLOADING}`, { force: true });
-    if (entry) {
-      await rm(entry.marker, { force: true });
-      return;
-    }
-    for (const m of await this.markers()) {
-      if (m.gone && m.key === key) await rm(m.file, { force: true });
-    }
-  }
-
-  /** The uploads whose writer is gone (their markers), oldest first. */
-  async *listUploads(): AsyncIterable<OpenUpload> {
-    for (const m of await this.markers()) {
-      if (m.gone) yield { key: m.key, upload: m.key, initiated: m.time };
-    }
-  }
-
-  /** The markers below the stage's prefix: which temp each names, and whether its writer is gone. */
-  private async markers(): Promise<
-    Array<{ file: string; key: string; time: Date; gone: boolean }>
-  > {
-    const dir = this.pathOf([this.files.keyPrefix, MARKERS].filter((s) => s !== '').join('/'));
-    let names: string[];
-    try {
-      names = await readdir(dir);
-    } catch (error) {
-      if ((error as { code?: string }).code === 'ENOENT') return [];
-      throw fsError(error, `cannot list ${dir}`, dir);
-    }
-    const out: Array<{ file: string; key: string; time: Date; gone: boolean }> = [];
-    for (const name of names) {
-      const m = /^(\d+)\.[0-9a-f]+$/.exec(name);
-      if (!m) continue;
-      const file = path.join(dir, name);
-      try {
-        const [text, stats] = await Promise.all([readFile(file, 'utf8'), lstat(file)]);
-        const key = text.trim();
-        const old = Date.now() - stats.mtimeMs > STALE_UPLOAD_MS;
-        const mine = Number(m[1]) === process.pid && this.open.has(key);
-        out.push({
-          file,
-          key,
-          time: stats.mtime,
-          gone: !mine && (old || !isRunning(Number(m[1]))),
-        });
-      } catch (error) {
-        if ((error as { code?: string }).code !== 'ENOENT') throw error;
-      }
-    }
-    return out.sort((a, b) => a.time.getTime() - b.time.getTime());
-  }
-
-  /** Remove the temps (and markers) of writers that are gone; once per process and stage. */
-  private async sweep(): Promise<void> {
-    if (this.swept) return;
-    this.swept = true;
-    for (const m of await this.markers()) {
-      if (!m.gone) continue;
-      debug('removing the temp of a gone writer: %s', m.key);
-      await rm(`${this.pathOf(m.key)}${UPLOADING}`, { force: true });
-      await rm(m.file, { force: true });
-    }
-  }
-}
-
-async function writeAt(handle: FileHandle, bytes: Uint8Array, position: number): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) {
-    const { bytesWritten } = await handle.write(bytes, done, bytes.length - done, position + done);
-    done += bytesWritten;
-  }
-}
-
-async function writeSynced(file: string, bytes: Uint8Array): Promise<void> {
-  const handle = await open(file, 'wx', 0o644);
-  try {
-    await writeAt(handle, bytes, 0);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
 }

@@ -21,7 +21,6 @@
  *
  * @module
  */
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { debuglog } from 'node:util';
@@ -32,9 +31,13 @@ import { parseInteger } from '../concurrency.js';
 import type { BodySink } from '../driver.js';
 import { DEFAULT_WRITE_BATCH_BYTES, FileSink } from '../net/file-sink.js';
 import { MAX_PARTS_IN_FLIGHT, MAX_STALL_TIMEOUT_MS } from '../upload/settings.js';
-import { InvalidDataLocation } from './errors.js';
 import { stageFromString } from './factory.js';
-import { type DataLocation, formatDataLocation, parseDataLocation } from './location.js';
+import {
+  type DataLocation,
+  formatDataLocation,
+  parseDataLocation,
+  readLocationFile,
+} from './location.js';
 import { streamToSink } from './reads.js';
 
 function stageArg(args: CliArgs): string {
@@ -45,15 +48,7 @@ function stageArg(args: CliArgs): string {
 
 /** A DataLocation from the argument: JSON text, or `@file.json`. */
 export async function locationArg(text: string): Promise<DataLocation> {
-  if (text.startsWith('@')) {
-    let json: string;
-    try {
-      json = await readFile(text.slice(1), 'utf8');
-    } catch (cause) {
-      throw new InvalidDataLocation(`cannot read the location file ${text.slice(1)}`, { cause });
-    }
-    return parseDataLocation(json);
-  }
+  if (text.startsWith('@')) return parseDataLocation(await readLocationFile(text.slice(1)));
   return parseDataLocation(text);
 }
 

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { readFile } from 'node:fs/promises';
 import { ObjectIntegrityError } from '../errors.js';
 import { InvalidDataLocation } from './errors.js';
 
@@ -107,13 +108,35 @@ export function checkDataLocation(value: unknown): DataLocation {
  */
 export function parseDataLocation(json: string | unknown): DataLocation {
   if (typeof json !== 'string') return checkDataLocation(json);
-  let value: unknown;
+  return checkDataLocation(parseLocationJson(json, 'a DataLocation must be JSON'));
+}
+
+/**
+ * The one parser of location JSON text (a DataLocation, or what a `@file.json` holds): JSON,
+ * after a UTF-8 byte-order mark at its start if there is one (editors on Windows write one).
+ * Throws {@link InvalidDataLocation} with `message` for text that is not JSON.
+ */
+export function parseLocationJson(text: string, message: string): unknown {
   try {
-    value = JSON.parse(json);
+    return JSON.parse(text.startsWith('\ufeff') ? text.slice(1) : text);
   } catch (cause) {
-    throw new InvalidDataLocation('a DataLocation must be JSON', { cause });
+    throw new InvalidDataLocation(message, { cause });
   }
-  return checkDataLocation(value);
+}
+
+/**
+ * The JSON value of a location file (`@file.json` on the command line), read as UTF-8 and
+ * parsed by {@link parseLocationJson}. Throws {@link InvalidDataLocation} when it cannot be read
+ * or is not JSON.
+ */
+export async function readLocationFile(file: string): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (cause) {
+    throw new InvalidDataLocation(`cannot read the location file ${file}`, { cause });
+  }
+  return parseLocationJson(text, `${file} is not JSON: a DataLocation must be JSON`);
 }
 
 /** The canonical JSON text of a location (fields in a fixed order, no whitespace). */

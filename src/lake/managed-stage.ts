@@ -15,7 +15,7 @@
 import type { ReadableStream } from 'node:stream/web';
 import { contentTypeFor } from '../content-type.js';
 import type { BodySink, ObjectInfo, OpenUpload } from '../driver.js';
-import { StoreError } from '../errors.js';
+import { ObjectIntegrityError, StoreError } from '../errors.js';
 import { PartBufferPool } from '../upload/parts.js';
 import type { StageBackend } from './backend.js';
 import { RESUMABLE_PART_SIZES } from './checkpoint.js';
@@ -335,7 +335,14 @@ export class Stage implements ManagedStage {
 
   /** Abort one open upload (an upload already gone is fine). */
   async abortUpload(upload: StageUpload, options: ReadOptions = {}): Promise<void> {
-    this.keyOf(upload.uri);
+    // The key aborted is the key the URI names: both were checked, not just one.
+    if (this.keyOf(upload.uri) !== upload.key) {
+      throw new ObjectIntegrityError(
+        'OutsideStage',
+        `upload ${upload.uri} names the key ${JSON.stringify(upload.key)}, not its own`,
+        { uri: upload.uri },
+      );
+    }
     await (await this.backend()).parts.abort(upload.key, upload.upload, options);
   }
 

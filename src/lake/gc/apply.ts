@@ -14,7 +14,9 @@
  *    the apply before the page, with nothing more deleted ({@link ReferencesChanged});
  * 4. the page is re-read and re-hashed;
  * 5. every object is checked against the live keep-set (streaming, in key order) — so a plan
- *    computed elsewhere, from an inventory, cannot delete a referenced object — and the others
+ *    computed elsewhere, from an inventory, cannot delete a referenced object — and against the
+ *    stages nested in this one as the store shows them now (nested.ts: a folder above the key
+ *    with a `.provcat/` folder; asked again for each page) — and the others
  *    are deleted (`concurrency` at once, default 8), each conditionally: `deleteIf(uri, version)`, so an object rewritten since the plan is kept
  *    (`skipped`). A plan from an inventory file has no versions: the object is read first (HEAD)
  *    and deleted only if it is still older than the cutoff and of the planned size, on the
@@ -37,8 +39,8 @@
  *
  * @module
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { constants as fsc } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { canonicalJson } from '../../commits/format.js';
 import { forEachLimit } from '../../concurrency.js';
@@ -50,6 +52,7 @@ import { GcPlanError, ReferencesChanged } from './errors.js';
 import type { ExternalSortOptions } from './external-sort.js';
 import { writeKeepSet } from './keep-set.js';
 import type { SortedMatcher } from './matcher.js';
+import { NestedStages } from './nested.js';
 import {
   type PlanManifest,
   type PlanObject,
@@ -58,6 +61,7 @@ import {
   verifyPlan,
 } from './plan-format.js';
 import { fullKey, type RefStage, readHeads } from './refs-log.js';
+import { makeWorkDir } from './work-dir.js';
 
 /** Deletes in flight at once within a page, by default. */
 export const DEFAULT_CONCURRENCY = 8;
@@ -142,9 +146,13 @@ async function readCheckpoint(
   const file = planPaths(dir).checkpoint;
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    text = await readFile(file, { encoding: 'utf8', flag: fsc.O_RDONLY | fsc.O_NOFOLLOW });
   } catch (error) {
-    if ((error as { code?: string }).code !== 'ENOENT') throw error;
+    const code = (error as { code?: string }).code;
+    if (code === 'EISDIR' || code === 'ELOOP') {
+      throw checkpointError(file, 'not a regular file (a directory or a symbolic link)', error);
+    }
+    if (code !== 'ENOENT') throw error;
     return {
       format: CHECKPOINT_FORMAT,
       plan: id,
@@ -278,7 +286,7 @@ export async function applyGc(
       manifest.references,
       current,
     );
-  const tmp = await mkdtemp(path.join(options.tmpDir ?? tmpdir(), 'provcat-gc-apply-'));
+  const tmp = await makeWorkDir(options.tmpDir, 'apply');
   let matcher: SortedMatcher | undefined;
   let applied = 0;
   try {
@@ -318,8 +326,11 @@ export async function applyGc(
       const counts: ApplyCounts = { ...none };
       // The live keep-set first, in key order; then the deletions, some at once.
       const doomed: PlanObject[] = [];
+      // Stages nested in this one as the store shows them now: a tenant may have appeared since
+      // the plan, or the plan's inventory did not show it (nested.ts).
+      const nested = new NestedStages(stage, signal);
       for (const object of page.objects) {
-        if (await live.isReferenced(object.key)) {
+        if ((await live.isReferenced(object.key)) || (await nested.around(object.key))) {
           counts.skipped += 1;
           decided += 1;
         } else {
@@ -340,6 +351,8 @@ export async function applyGc(
       );
       for (const upload of page.uploads) {
         signal?.throwIfAborted();
+        // A nested stage's uploads are its own.
+        if (await nested.around(upload.key)) continue;
         await stage.abortUpload(
           {
             key: fullKey(stage, upload.key),

@@ -18,19 +18,18 @@
  *
  * @module
  */
-import { readFile } from 'node:fs/promises';
 import type { CliArgs, CliContext, Command } from '../../cli/command.js';
 import { cancelOnSignal, UsageError } from '../../cli/command.js';
 import { formatBytes } from '../../cli/progress.js';
-import { InvalidDataLocation } from '../errors.js';
 import { stageFromString } from '../factory.js';
-import { type DataLocation, parseDataLocation } from '../location.js';
+import { type DataLocation, parseDataLocation, readLocationFile } from '../location.js';
 import type { Stage } from '../managed-stage.js';
 import { applyGc } from './apply.js';
 import type { InventoryFormat, KeyEncoding } from './inventory.js';
 import { writeKeepSet } from './keep-set.js';
-import { DEFAULT_OLDER_THAN_MS, planGc } from './plan.js';
+import { DEFAULT_OLDER_THAN_MS, MAX_OLDER_THAN_MS, planGc } from './plan.js';
 import { MAX_PAGE_SIZE } from './plan-format.js';
+import { nameProblem } from './refs-format.js';
 
 const UNITS: Record<string, number> = {
   ms: 1,
@@ -40,14 +39,32 @@ const UNITS: Record<string, number> = {
   d: 86_400_000,
 };
 
-/** Milliseconds of a DURATION (`0s`, `36h`, `7d`, `90m`, `500ms`); UsageError otherwise. */
+/**
+ * Milliseconds of a DURATION (`0s`, `36h`, `7d`, `90m`, `500ms`), at most
+ * {@link MAX_OLDER_THAN_MS} (100 years: a cutoff further back than any store's times);
+ * UsageError otherwise.
+ */
 export function parseDuration(text: string): number {
   const m = /^(\d+)(ms|s|m|h|d)$/.exec(text);
   const ms = m ? Number(m[1]) * (UNITS[m[2] as string] as number) : Number.NaN;
   if (!Number.isSafeInteger(ms)) {
+    if (m) throw tooLong(text);
     throw new UsageError(`a duration is a whole number and a unit (ms, s, m, h, d), not '${text}'`);
   }
+  if (ms > MAX_OLDER_THAN_MS) throw tooLong(text);
   return ms;
+}
+
+function tooLong(text: string): UsageError {
+  return new UsageError(`a duration is at most 36525d (100 years), not '${text}'`);
+}
+
+/** The set name of a refs command, checked as the format checks it; UsageError otherwise. */
+function setName(name: string): string {
+  const problem = nameProblem(name);
+  if (problem)
+    throw new UsageError(`${JSON.stringify(name)} cannot name a reference set: ${problem}`);
+  return name;
 }
 
 function stringArg(args: CliArgs, name: string, required: true): string;
@@ -72,19 +89,7 @@ function print(ctx: CliContext, json: unknown, human: string): void {
 /** The locations one LOCATION argument names (see the module comment). */
 export async function locationsOf(text: string): Promise<Array<string | DataLocation>> {
   if (text.startsWith('@')) {
-    const file = text.slice(1);
-    let json: string;
-    try {
-      json = await readFile(file, 'utf8');
-    } catch (cause) {
-      throw new InvalidDataLocation(`cannot read the location file ${file}`, { cause });
-    }
-    let value: unknown;
-    try {
-      value = JSON.parse(json);
-    } catch (cause) {
-      throw new InvalidDataLocation(`${file} is not JSON`, { cause });
-    }
+    const value = await readLocationFile(text.slice(1));
     const items = Array.isArray(value) ? value : [value];
     return items.map((item) =>
       typeof item === 'string' ? item : parseDataLocation(JSON.stringify(item)),
@@ -101,7 +106,8 @@ const refsAdd: Command = {
   options: { stage: { type: 'string' } },
   positionals: [2, Number.MAX_SAFE_INTEGER],
   async run(args, ctx) {
-    const [name, ...rest] = args.positionals as [string, ...string[]];
+    const [given, ...rest] = args.positionals as [string, ...string[]];
+    const name = setName(given);
     const locations: Array<string | DataLocation> = [];
     for (const text of rest) locations.push(...(await locationsOf(text)));
     const stage = await openStage(args, ctx);
@@ -122,8 +128,9 @@ const refsRetire: Command = {
   options: { stage: { type: 'string' } },
   positionals: [1, 1],
   async run(args, ctx) {
+    const name = setName(args.positionals[0] as string);
     const stage = await openStage(args, ctx);
-    const r = await stage.retireReferences(args.positionals[0] as string);
+    const r = await stage.retireReferences(name);
     print(ctx, r, `${r.name}: retired at entry ${r.number}`);
     return 0;
   },

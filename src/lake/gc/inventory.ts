@@ -270,9 +270,19 @@ export async function* readInventoryFile(
       throw new InventoryError(`${where} is not a JSON object`);
     }
     const byColumn = new Map<Column, unknown>();
+    const names = new Map<Column, string>();
     for (const [name, v] of Object.entries(value)) {
       const column = COLUMNS[columnName(name)];
-      if (column !== undefined) byColumn.set(column, v);
+      if (column === undefined) continue;
+      const other = names.get(column);
+      if (other !== undefined) {
+        // As a CSV header naming a column twice: which one is meant cannot be told.
+        throw new InventoryError(
+          `${where}: ${JSON.stringify(other)} and ${JSON.stringify(name)} both name the ${column === 'lastModified' ? 'last_modified' : column} column`,
+        );
+      }
+      names.set(column, name);
+      byColumn.set(column, v);
     }
     const out = rowOf((c) => byColumn.get(c), encoding, where);
     if (out) yield out;

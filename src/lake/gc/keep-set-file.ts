@@ -20,12 +20,11 @@
  * @module
  */
 import { createHash, type Hash } from 'node:crypto';
-import { type FileHandle, open, rename, rm } from 'node:fs/promises';
+import { write } from 'node:fs';
 import path from 'node:path';
+import { type OutputFile, openOutputFile } from '../../cli/output-file.js';
 import { canonicalJson } from '../../commits/format.js';
-import { fsyncDir, tempPathFor } from '../../fs-atomic.js';
 import { KeepSetFileError } from './errors.js';
-import { writeAll } from './external-sort.js';
 import { compareUtf8, entryProblem } from './keys.js';
 import { LineReader } from './line-reader.js';
 import { KeepSetIndex, SortedMatcher } from './matcher.js';
@@ -68,7 +67,25 @@ export interface KeepSetSummary {
 
 const BATCH = 1024 * 1024;
 
-/** Writes a keep-set file complete-or-absent: a temp beside it, fsync, rename, directory fsync. */
+/** Write all of `text` to descriptor `fd`. */
+async function writeText(fd: number, text: string): Promise<void> {
+  const bytes = Buffer.from(text, 'utf8');
+  let done = 0;
+  while (done < bytes.length) {
+    done += await new Promise<number>((resolve, reject) =>
+      write(fd, bytes, done, bytes.length - done, null, (error, n) =>
+        error ? reject(error) : resolve(n),
+      ),
+    );
+  }
+}
+
+/**
+ * Writes a keep-set file complete-or-absent through the one safe-output routine
+ * (src/cli/output-file.ts): the target must be a new or regular file (a device, FIFO, symlink or
+ * directory is refused before anything is created — a usage error); the bytes go to a temp
+ * beside it, fsync, rename, directory fsync.
+ */
 export class KeepSetWriter {
   private readonly hash: Hash = createHash('sha256');
   private batch = '';
@@ -76,17 +93,17 @@ export class KeepSetWriter {
   private last: string | undefined;
 
   private constructor(
-    private readonly file: string,
-    private readonly temp: string,
-    private readonly handle: FileHandle,
+    private readonly out: OutputFile,
     private readonly header: KeepSetHeader,
   ) {}
 
-  /** Start writing `file` with `header`. */
-  static async create(file: string, header: KeepSetHeader): Promise<KeepSetWriter> {
-    const target = path.resolve(file);
-    const temp = tempPathFor(target);
-    const writer = new KeepSetWriter(target, temp, await open(temp, 'wx', 0o644), header);
+  /** Start writing `file` with `header`; `option` names it in a refusal (default `--out`). */
+  static async create(
+    file: string,
+    header: KeepSetHeader,
+    option = '--out',
+  ): Promise<KeepSetWriter> {
+    const writer = new KeepSetWriter(openOutputFile(file, option), header);
     writer.line(canonicalJson(header));
     return writer;
   }
@@ -111,7 +128,7 @@ export class KeepSetWriter {
     this.count += 1;
     this.line(canonicalJson({ key: entry }));
     if (this.batch.length >= BATCH) {
-      await writeAll(this.handle, this.batch);
+      await writeText(this.out.fd, this.batch);
       this.batch = '';
     }
   }
@@ -121,24 +138,19 @@ export class KeepSetWriter {
     const sha256 = this.hash.digest('hex');
     this.batch += `${canonicalJson({ end: true, entries: this.count, sha256 })}\n`;
     try {
-      await writeAll(this.handle, this.batch);
+      await writeText(this.out.fd, this.batch);
       this.batch = '';
-      await this.handle.sync();
-      await this.handle.close();
-      await rename(this.temp, this.file);
     } catch (error) {
-      await this.handle.close().catch(() => undefined);
-      await rm(this.temp, { force: true });
+      this.out.abort();
       throw error;
     }
-    await fsyncDir(path.dirname(this.file));
+    await this.out.commit();
     return { header: this.header, entries: this.count, sha256 };
   }
 
   /** Give up: remove the temp file. */
   async abort(): Promise<void> {
-    await this.handle.close().catch(() => undefined);
-    await rm(this.temp, { force: true });
+    this.out.abort();
   }
 }
 

@@ -3,7 +3,9 @@
  * reference set, read from their logs only — never by listing the objects — and written as a
  * keep-set file (keep-set-file.ts) in canonical order with the references' fingerprint.
  *
- * Fail closed: every set is read whole and verified (refs-log.ts `readSet`); any problem is a
+ * Fail closed: every set is read whole and verified (refs-log.ts `readSet`), every delta in the
+ * stage must be accounted for (refs-audit.ts: a deleted log entry, the newest one included, or a
+ * deleted log leaves its delta behind); any problem is a
  * {@link ReferenceSetError}, and so is a stage with no reference set or with only retired ones
  * (`NoSets`): an empty keep-set would authorize deleting the whole stage. A set that explicitly
  * holds no entries is a set, though: the caller said it references nothing.
@@ -15,9 +17,9 @@
  *
  * @module
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
+import { checkOutputTarget } from '../../cli/output-file.js';
 import { ReferenceSetError } from './errors.js';
 import { ExternalSort, type ExternalSortOptions } from './external-sort.js';
 import {
@@ -27,7 +29,9 @@ import {
   type KeepSetSummary,
   KeepSetWriter,
 } from './keep-set-file.js';
+import { checkEveryDelta, listDeltaIds } from './refs-audit.js';
 import { fingerprintOf, listSets, type RefStage, readSet, stageText } from './refs-log.js';
+import { makeWorkDir } from './work-dir.js';
 
 /** Options of {@link writeKeepSet}. */
 export interface KeepSetOptions {
@@ -52,22 +56,32 @@ export async function writeKeepSet(
   options: KeepSetOptions = {},
 ): Promise<KeepSetFile> {
   const signal = options.signal;
+  // A target that cannot be written is refused before anything is read (src/cli/output-file.ts).
+  checkOutputTarget(file, '--out');
+  // The deltas first, then the logs (refs-audit.ts says why).
+  const deltaIds = await listDeltaIds(stage, signal);
   const logged = await listSets(stage, signal);
   if (logged.size === 0) {
+    // Deltas without any log: the logs were deleted, which says more than "no sets".
+    await checkEveryDelta(stage, deltaIds, new Map(), signal);
     throw new ReferenceSetError(
       'NoSets',
       `the stage ${stageText(stage)} has no reference set: an empty keep-set would make every object a candidate (add a set first: docs/gc.md)`,
     );
   }
-  const tmp = await mkdtemp(path.join(options.tmpDir ?? tmpdir(), 'provcat-keep-'));
+  const tmp = await makeWorkDir(options.tmpDir, 'keep');
   try {
     const sorter = new ExternalSort<[string, number]>({ dir: tmp, ...options.sort });
     const sources: KeepSetSource[] = [];
+    const chains = new Map<string, string[]>();
     let deltas = 0;
     for (const set of [...logged.values()].sort((a, b) => (a.hash < b.hash ? -1 : 1))) {
       const ordinal = sources.length;
       let source: KeepSetSource | undefined;
+      const chain: string[] = [];
+      chains.set(set.hash, chain);
       for await (const { id, delta } of readSet(stage, set, signal)) {
+        chain.push(id);
         source = {
           set: set.hash,
           name: delta.name,
@@ -81,6 +95,8 @@ export async function writeKeepSet(
       }
       sources.push(source as KeepSetSource);
     }
+    // A delta in no chain and in no lost race: an entry (or a whole log) was deleted.
+    await checkEveryDelta(stage, deltaIds, chains, signal);
     if (sources.every((s) => s.retired)) {
       throw new ReferenceSetError(
         'NoSets',

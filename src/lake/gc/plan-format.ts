@@ -17,6 +17,7 @@
  *
  * @module
  */
+import { constants as fsc } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { canonicalJson } from '../../commits/format.js';
@@ -194,7 +195,26 @@ function isTime(v: unknown): v is string {
 }
 
 async function readCapped(file: string, what: string): Promise<Buffer> {
-  const bytes = await readFile(file);
+  let bytes: Buffer;
+  try {
+    // Only a regular file of the plan directory is read: not through a link, not a folder.
+    bytes = await readFile(file, { flag: fsc.O_RDONLY | fsc.O_NOFOLLOW });
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'ENOTDIR') {
+      throw corrupt(
+        what,
+        `${path.dirname(file)} is not a directory (a file where the plan's folder should be)`,
+      );
+    }
+    if (code === 'EISDIR' || code === 'ELOOP') {
+      throw corrupt(
+        what,
+        `${file} is ${code === 'EISDIR' ? 'a directory' : 'a symbolic link'}, not a file`,
+      );
+    }
+    throw error;
+  }
   if (bytes.byteLength > MAX_FILE_BYTES) throw corrupt(what, `over ${MAX_FILE_BYTES} bytes`);
   return bytes;
 }

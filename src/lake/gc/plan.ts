@@ -8,7 +8,8 @@
  *    external sort by stage-relative key (the store's listing order is not trusted; a file is
  *    in no order). Rows outside the stage's exact prefix (and tenant), or of another bucket, are
  *    ignored. Folders of stages nested in this one (a `.provcat` segment below the top) are
- *    noted here, before any decision.
+ *    noted here, before any decision; for an inventory file, which need not show them, the
+ *    store is asked too before a key becomes a candidate (nested.ts).
  * 3. The sorted inventory is merged with the sorted keep-set ({@link SortedMatcher}). A key is a
  *    candidate only when it is outside the reserved folders, nameable, not covered, has a
  *    last-modified time, and that time is before the cutoff. A key listed twice is an error.
@@ -27,9 +28,9 @@
  *
  * @module
  */
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { checkOutputDirectory } from '../../cli/output-file.js';
 import { sha256Hex } from '../../digest.js';
 import { StoreError } from '../../errors.js';
 import { writeFileAtomic } from '../../fs-atomic.js';
@@ -48,6 +49,7 @@ import {
 import { writeKeepSet } from './keep-set.js';
 import { isReservedKey, keyProblem, nestedStageOf } from './keys.js';
 import { KeepSetIndex } from './matcher.js';
+import { NestedStages } from './nested.js';
 import {
   DEFAULT_PAGE_SIZE,
   MAX_PAGE_SIZE,
@@ -63,9 +65,12 @@ import {
   planPaths,
 } from './plan-format.js';
 import type { RefStage } from './refs-log.js';
+import { makeWorkDir } from './work-dir.js';
 
 /** The default cutoff: 7 days. */
 export const DEFAULT_OLDER_THAN_MS = 7 * 24 * 60 * 60 * 1000;
+/** The longest cutoff: 100 years (36,525 days), further back than any store's times. */
+export const MAX_OLDER_THAN_MS = 36_525 * 24 * 60 * 60 * 1000;
 
 /** What planning needs of a stage (a `Stage` is one). */
 export interface PlanStage extends RefStage, ListingSource {
@@ -166,6 +171,8 @@ class PageWriter {
  * here (a failed plan then removes it; otherwise only what it wrote inside).
  */
 async function prepareOut(dir: string): Promise<boolean> {
+  // A file, device, FIFO or symlink is refused before anything is made (src/cli/output-file.ts).
+  checkOutputDirectory(dir, '--out');
   const made = (await mkdir(dir, { recursive: true })) !== undefined;
   const present = await readdir(dir);
   if (present.length > 0) {
@@ -193,8 +200,10 @@ function bucketOf(stage: PlanStage): string | undefined {
  */
 export async function planGc(stage: PlanStage, options: PlanOptions): Promise<PlanResult> {
   const olderThanMs = options.olderThanMs ?? DEFAULT_OLDER_THAN_MS;
-  if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0) {
-    throw new RangeError(`olderThanMs must be a non-negative integer, not ${olderThanMs}`);
+  if (!Number.isSafeInteger(olderThanMs) || olderThanMs < 0 || olderThanMs > MAX_OLDER_THAN_MS) {
+    throw new RangeError(
+      `olderThanMs must be an integer in 0..${MAX_OLDER_THAN_MS} (100 years), not ${olderThanMs}`,
+    );
   }
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   if (!Number.isSafeInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
@@ -222,7 +231,7 @@ async function writePlan(
   pageSize: number,
 ): Promise<PlanResult> {
   const signal = options.signal;
-  const tmp = await mkdtemp(path.join(options.tmpDir ?? tmpdir(), 'provcat-gc-plan-'));
+  const tmp = await makeWorkDir(options.tmpDir, 'plan');
   const totals: PlanTotals = {
     scanned: 0,
     reserved: 0,
@@ -282,6 +291,8 @@ async function writePlan(
     const nestedStages = new KeepSetIndex(nested);
     const pages = new PageWriter(dir, pageSize);
     const matcher = keep.matcher();
+    // A listing shows every nested stage's `.provcat/`; an inventory file need not.
+    const probe = options.inventory === undefined ? undefined : new NestedStages(stage, signal);
     let previous: string | undefined;
     let decidedBytes = 0;
     try {
@@ -306,6 +317,9 @@ async function writePlan(
           totals.undated += 1;
         } else if (mtime >= cutoffMs) {
           totals.young += 1;
+        } else if (probe !== undefined && (await probe.around(key)) !== undefined) {
+          // A stage nested here that the inventory file does not show (nested.ts).
+          totals.reserved += 1;
         } else {
           totals.candidates += 1;
           totals.bytes += size;

@@ -23,6 +23,7 @@ import { StoreError } from '../../errors.js';
 import type { DataLocation } from '../location.js';
 import { ReferenceSetError } from './errors.js';
 import { type Containment, compareUtf8, entryOfLocation, sortEntries } from './keys.js';
+import { checkEveryDelta, listDeltaIds } from './refs-audit.js';
 import {
   deltaBytes,
   deltaKey,
@@ -220,17 +221,23 @@ export async function retireReferences(
 
 /**
  * Every reference set of the stage, sorted by name (UTF-8 bytes), each read whole and verified
- * as GC reads it: any problem is a {@link ReferenceSetError}, never a shorter list.
+ * as GC reads it, every delta accounted for (refs-audit.ts): any problem is a
+ * {@link ReferenceSetError}, never a shorter list.
  */
 export async function listReferenceSets(
   stage: ReferenceStage,
   options: ReferenceOptions = {},
 ): Promise<ReferenceSetInfo[]> {
+  const deltaIds = await listDeltaIds(stage, options.signal);
   const sets = await listSets(stage, options.signal);
   const out: ReferenceSetInfo[] = [];
+  const chains = new Map<string, string[]>();
   for (const set of sets.values()) {
     let info: ReferenceSetInfo | undefined;
-    for await (const { delta } of readSet(stage, set, options.signal)) {
+    const chain: string[] = [];
+    chains.set(set.hash, chain);
+    for await (const { id, delta } of readSet(stage, set, options.signal)) {
+      chain.push(id);
       info ??= { name: delta.name, number: 0, entries: 0, retired: false };
       info.number = delta.number;
       info.entries += delta.add.length;
@@ -238,5 +245,6 @@ export async function listReferenceSets(
     }
     if (info) out.push(info);
   }
+  await checkEveryDelta(stage, deltaIds, chains, options.signal);
   return out.sort((a, b) => compareUtf8(a.name, b.name));
 }
