@@ -76,7 +76,9 @@ describeS3('commits from 4 processes at once on S3', () => {
     );
     for (const r of runs) {
       expect(r.code).toBe(1);
-      expect(r.err).toMatch(/^StoreError: .*ignores create-only-if-absent .*oldest-version-wins/m);
+      expect(r.err).toMatch(
+        /^NotSupported: .*ignores create-only-if-absent .*oldest-version-wins/m,
+      );
     }
     expect(await store.log(folder)).toEqual([]);
   }, 120_000);

@@ -197,9 +197,9 @@ describeS3('folder flows on S3', () => {
       try {
         const target = `s3://${plain}/run/`;
         const r = run(env, 'commit', target, '-m', 'x', '--from', out);
-        expect(r.code).toBe(7);
+        expect(r.code).toBe(11);
         expect(r.err).toMatch(
-          /^provcat: NotCommitted: pushed .* \(38 sent, 0 unchanged, 0 deleted\), but no commit was made: StoreError: .*keeps no versions/,
+          /^provcat: NotCommitted: pushed .* \(38 sent, 0 unchanged, 0 deleted\), but no commit was made: NotSupported: .*keeps no versions/,
         );
         expect(JSON.parse(run(env, 'walk', target, '--json').out)).toHaveLength(38);
       } finally {
