@@ -231,13 +231,18 @@ export interface PartUpload {
   readonly size: number;
   /**
    * The bytes: in memory, or a stream of exactly `size` bytes (a range of a file, read as the
-   * request sends it). A stream can be read once: a protocol must not retry it itself (the
-   * engine sends the part again with a fresh stream). Bytes in memory may be retried by the SDK.
+   * request sends it). A stream can be read once; a protocol whose SDK sends a body again
+   * itself (a retry after a reset) must give it {@link restream} instead. Otherwise the engine
+   * sends a stream's part again with a fresh stream. Bytes in memory may be retried by the SDK.
    */
   readonly body: Uint8Array | Readable;
   /**
-   * For bytes in memory: a fresh stream of the same bytes, for each request the SDK writes, so
-   * that the bytes the socket takes can be counted (the engine's stall watchdog). Optional to use.
+   * A stream of the part's bytes for one request: for bytes in memory a fresh stream of views
+   * each call (so that the bytes the socket takes can be counted by the engine's stall
+   * watchdog); for a file range `body` itself on the first call and a fresh stream of the range
+   * (read from disk again) on each later one, the previous one destroyed. A body factory for an
+   * SDK that resends a body itself (Azure's `stageBlock`); optional to use. The part's checks
+   * apply to the last stream handed out.
    */
   readonly restream?: (() => Readable) | undefined;
   /** Aborts the part's request (a failure elsewhere, the stall watchdog, the caller). */

@@ -12,7 +12,9 @@
  *
  * **Retries** follow the one policy (src/retry.ts). A part in memory is retried by the driver's
  * SDK; a file part, whose body is a stream the SDK cannot rewind, is sent again from here with a
- * fresh stream of its range — but never once the stall watchdog fired.
+ * fresh stream of its range — but never once the stall watchdog fired. An SDK that resends a
+ * body itself (Azure's) is given a body factory instead (`restream`), which reads the range
+ * from disk again for each of its attempts: every part body, on every driver, can be sent again.
  *
  * **Stall watchdog.** A store that takes a part's bytes and never answers would otherwise hold an
  * upload for attempts × the idle-socket timeout per part. The upload moves when the store
@@ -51,6 +53,7 @@
  *
  * @module
  */
+import type { Readable } from 'node:stream';
 import type { CompletedPart, ListedPart, ObjectInfo, PartProtocol } from '../driver.js';
 import {
   NotFound,
@@ -573,12 +576,26 @@ async function sendPart(
         const request = linkedController(signal);
         let bodyError: { error: unknown } | undefined;
         const stream = body.body;
-        if (!(stream instanceof Uint8Array)) {
-          stream.once('error', (error) => {
+        const watch = (readable: Readable) => {
+          readable.once('error', (error) => {
             bodyError ??= { error };
             request.abort(error);
           });
-        }
+          return readable;
+        };
+        // A file range's stream (and each fresh one an SDK's own retry asks for) is watched.
+        const file = !(stream instanceof Uint8Array);
+        if (file) watch(stream);
+        const again = body.restream;
+        const restream =
+          again === undefined
+            ? undefined
+            : file
+              ? () => {
+                  const next = again();
+                  return next === stream ? next : watch(next);
+                }
+              : again;
         try {
           let token: string;
           try {
@@ -587,7 +604,7 @@ async function sendPart(
               offset,
               size: part.size,
               body: stream,
-              restream: body.restream,
+              restream,
               signal: request.signal,
             });
             watchdog.moved();

@@ -1,0 +1,55 @@
+/**
+ * The fault suite (test/conformance/faults.ts) on GCS through the GCS driver, against the
+ * project's GCS test server (test/servers/gcs/) in this process: network faults with the fault
+ * proxy between the driver and the server (resumable sessions included: the server builds the
+ * session URI from the Host the client reached, so chunks go through the proxy too), the part
+ * resends, and the SIGKILL loop over the CLI with a `gs://` managed-object stage. Short in
+ * `npm test`; `npm run soak` runs it long (docs/reliability.md).
+ */
+import { randomBytes } from 'node:crypto';
+import { Storage } from '@google-cloud/storage';
+import { afterAll } from 'vitest';
+import { GcsStore } from '../drivers/gcs/index.js';
+import { faultSuite } from './conformance/faults.js';
+import { startGcsServer } from './servers/gcs/server.js';
+
+const MiB = 1024 * 1024;
+const server = await startGcsServer();
+const admin = new Storage({ apiEndpoint: server.url, projectId: 'test' });
+const bucket = `faults-${randomBytes(4).toString('hex')}`;
+await admin.createBucket(bucket, { versioning: { enabled: true } });
+afterAll(async () => {
+  await server.close();
+});
+
+faultSuite({
+  name: 'gcs (test server)',
+  store: ({ endpoint, ...o } = {}) =>
+    new GcsStore({
+      apiEndpoint: endpoint ?? server.url,
+      env: {},
+      multipartThreshold: MiB,
+      partSize: MiB,
+      ...o,
+    }),
+  bucket,
+  flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
+  env: { STORAGE_EMULATOR_HOST: server.url, PROVCAT_GCS_LEAN: '1' },
+  network: {
+    endpoint: server.url,
+    env: (url) => ({ STORAGE_EMULATOR_HOST: url }),
+    multipartBytes: MiB,
+  },
+  stageUri: (prefix) => `gs://${bucket}/${prefix}`,
+  purge: async (prefix) => {
+    const [files] = await admin.bucket(bucket).getFiles({ prefix, versions: true });
+    await Promise.all(
+      files.map((f) =>
+        admin
+          .bucket(bucket)
+          .file(f.name, { generation: Number(f.metadata.generation) })
+          .delete({ ignoreNotFound: true }),
+      ),
+    );
+  },
+});
