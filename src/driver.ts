@@ -304,7 +304,11 @@ export interface PartProtocol {
    * session). The engine then sends with one part in flight.
    */
   readonly sequential?: boolean | undefined;
-  /** What removes an upload left behind by a crash, for messages ("an AbortIncompleteMultipartUpload lifecycle rule"). */
+  /**
+   * What removes an upload left behind (by a crash, or an abort that failed too), for messages:
+   * the end of the sentence "the upload remains until …", a clause with its own verb
+   * ("an AbortIncompleteMultipartUpload lifecycle rule removes it").
+   */
   readonly leftover: string;
   /** Whether an upload interrupted by a crash can be resumed with {@link listParts}. */
   readonly resumable: boolean;

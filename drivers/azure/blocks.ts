@@ -28,7 +28,8 @@ export class AzureBlocks implements D.PartProtocol {
   readonly minPartSize = 1;
   readonly maxPartSize = 4000 * 1024 * 1024;
   readonly resumable = true;
-  readonly leftover = 'nothing: Azure discards uncommitted blocks after 7 days';
+  readonly leftover =
+    'Azure discards its uncommitted blocks, a week after the last block was staged';
 
   constructor(
     readonly container: string,

@@ -42,7 +42,7 @@ export class S3Multipart implements PartProtocol {
   readonly minPartSize = MIN_PART_SIZE;
   readonly maxPartSize = MAX_PART_SIZE;
   readonly resumable = true;
-  readonly leftover = 'an AbortIncompleteMultipartUpload lifecycle rule';
+  readonly leftover = 'an AbortIncompleteMultipartUpload lifecycle rule removes it';
 
   constructor(
     private readonly connect: S3Connection,

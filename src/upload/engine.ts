@@ -57,7 +57,10 @@ import type { Readable } from 'node:stream';
 import type { CompletedPart, ListedPart, ObjectInfo, PartProtocol } from '../driver.js';
 import {
   NotFound,
+  NotSupported,
   PartLimitExceeded,
+  PermissionDenied,
+  PreconditionFailed,
   type ProvcatError,
   SourceChanged,
   type StalledUploadOutcome,
@@ -538,7 +541,7 @@ async function stalledError(
       ? `${name} ${upload} kept so that a retry can resume it`
       : outcome === 'aborted'
         ? `${name} ${upload} aborted`
-        : `aborting ${name} ${upload} failed too, so it remains until ${target.protocol.leftover} removes it`;
+        : `aborting ${name} ${upload} failed too, so it remains until ${target.protocol.leftover}`;
   return new UploadStalled(
     `upload of ${target.uri} stalled: ${stall.reason.message}; no part is sent again; ${done}`,
     { uri: target.uri, cause, uploadId: upload, stalledMs: Math.round(stall.idleMs), outcome },
@@ -636,7 +639,8 @@ async function sendPart(
  * Abort an upload after `cause` failed it, bounded to {@link ABORT_TIMEOUT_MS} and independent of
  * any caller signal (which may be why it is aborted). Returns the error the caller should see:
  * `cause` itself — unless the abort failed too and `cause` is a StoreError, which is then replaced
- * by a StoreError that says the upload remains, with both errors as cause. Typed errors (an
+ * by an error of the same class (PermissionDenied stays PermissionDenied) that says the upload
+ * remains until the protocol's `leftover`, with both errors as cause. Typed errors (an
  * abort, a source failure, the part limit) keep their type; a failed abort is logged.
  */
 export async function abortUpload(
@@ -647,8 +651,17 @@ export async function abortUpload(
   const abortError = await tryAbort(target, upload);
   if (abortError === undefined || !(cause instanceof StoreError)) return cause;
   const original: ProvcatError = cause;
-  return new StoreError(
-    `${original.message}; aborting ${target.protocol.name} ${upload} failed too, so it remains until ${target.protocol.leftover} removes it`,
+  // The same class as the failure (a refused credential stays PermissionDenied, exit 9).
+  const Class =
+    cause instanceof PermissionDenied
+      ? PermissionDenied
+      : cause instanceof PreconditionFailed
+        ? PreconditionFailed
+        : cause instanceof NotSupported
+          ? NotSupported
+          : StoreError;
+  return new Class(
+    `${original.message}; aborting ${target.protocol.name} ${upload} failed too, so it remains until ${target.protocol.leftover}`,
     {
       uri: original.uri,
       cause: new AggregateError([cause, abortError], 'upload failed, then its abort failed'),
