@@ -124,6 +124,14 @@ export interface GetResult {
    */
   etagNotMd5?: boolean | undefined;
   /**
+   * The MD5 (32 lowercase hex) of these bytes as the answer states it besides the ETag: Azure's
+   * `Content-MD5` of a Get Blob of the whole blob (Azure records one for a blob written by one Put
+   * Blob; its ETags are no content hashes). Set only for a read of the whole object: a range's
+   * answer states the whole blob's MD5. The cache checks the bytes against it when nothing else
+   * states their digest (src/cache/content-digest.ts).
+   */
+  contentMd5?: string | undefined;
+  /**
    * Fast read: set by drivers that read the body into reused buffers (src/net/http1-download.ts):
    * deliver the body to `sink` without a stream and without an allocation per read. A chunk is valid
    * only until its `data` call resolves. Use either this or `body`, never both; `body` stays

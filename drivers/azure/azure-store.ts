@@ -23,7 +23,7 @@ import { historyOf, newerIdFirst } from '../../src/version-history.js';
 import { AzureBlocks } from './blocks.js';
 import { type AzureConfig, type AzureStoreOptions, resolveAzureConfig } from './config.js';
 import { azUriText, type AzureErrorContext as Ctx, mapAzureError } from './errors.js';
-import { encodeBlobName, infoOf as info, LeanReads, quoted } from './lean.js';
+import { encodeBlobName, infoOf as info, LeanReads, md5Hex, quoted } from './lean.js';
 
 const azdebug = debuglog('provcat:azure');
 type Opts = D.SignalOptions;
@@ -221,7 +221,10 @@ export class AzureStore extends ObjectStore {
       const [contentLength, source] = [r.contentLength as number, r.readableStreamBody as Readable];
       // Checked against its length: the SDK reports a dropped connection as an abort.
       const body = exactDownload(source, contentLength, signal, { op, uri });
-      return check({ body, info: info(key, r), contentLength, contentRange: r.contentRange });
+      // The blob's MD5 (Put Blob records one) states these bytes' only for the whole blob.
+      const contentMd5 = range ? undefined : md5Hex(r.contentMD5);
+      const got = { body, info: info(key, r), contentLength, contentRange: r.contentRange };
+      return check({ ...got, contentMd5 });
     });
   }
 

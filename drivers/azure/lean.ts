@@ -37,6 +37,13 @@ export type BlobAnswer = Partial<
   Pick<BlobGetPropertiesResponse, 'etag' | 'contentLength' | 'versionId' | 'lastModified'>
 > & { contentRange?: string | undefined; metadata?: Record<string, string> | undefined };
 
+/** A Content-MD5 (Base64 of 16 bytes) as lowercase hex; `undefined` for anything else. */
+export function md5Hex(value: string | Uint8Array | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const bytes = typeof value === 'string' ? Buffer.from(value, 'base64') : Buffer.from(value);
+  return bytes.length === 16 ? bytes.toString('hex') : undefined;
+}
+
 /** The quoted form of an ETag (headers quote it, listings do not). */
 export const quoted = (etag: string) => (etag.startsWith('"') ? etag : `"${etag}"`);
 
@@ -180,7 +187,12 @@ export class LeanReads {
     const lastModified = date(h['last-modified']);
     const answer = { etag, versionId, contentRange, lastModified };
     const info = blobInfo(key, { ...answer, contentLength: got.contentLength });
-    if (info) return leanGetResult(info, got);
+    if (info) {
+      const result = leanGetResult(info, got);
+      // The blob's MD5 (Put Blob records one) states these bytes' only for the whole blob.
+      if (!o.range) result.contentMd5 = md5Hex(h['content-md5']);
+      return result;
+    }
     if (!('body' in got)) got.discard();
     return undefined;
   }

@@ -34,6 +34,7 @@ import {
 import { Figures } from './fault-figures.js';
 import { killLoop } from './fault-kills.js';
 import { networkTrials } from './fault-network.js';
+import { flipChecks } from './fault-flip.js';
 import { partResendChecks } from './fault-parts.js';
 import type { ConformanceTarget } from './target.js';
 
@@ -138,6 +139,7 @@ export function faultSuite(target: ConformanceTarget, options: FaultSuiteOptions
     // The parts run side by side unless the store writes into local folders the SIGKILL loop
     // scans for temps (a network trial's live temp would look orphaned there).
     partResendChecks(target);
+    flipChecks(target);
 
     const test = target.network && !target.localDirs?.length ? it.concurrent : it;
     if (target.network) {
