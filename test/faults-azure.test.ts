@@ -10,7 +10,7 @@
 import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { AzureStore } from '../drivers/azure/index.js';
-import { faultSuite } from './conformance/faults.js';
+import { faultConfig, faultSuite } from './conformance/faults.js';
 import type { ConformanceTarget } from './conformance/target.js';
 import { startAzureVersionsServer } from './servers/azure-versions/index.js';
 import {
@@ -21,6 +21,19 @@ import {
 } from './setup/azure.js';
 
 const MiB = 1024 * 1024;
+
+/**
+ * Two servers share the driver's budget of the short configuration (about 45 s in `npm test`):
+ * each gets about half its trials. A soak, or trial counts set in the environment, run whole.
+ */
+const base = faultConfig();
+const env = process.env;
+const sized =
+  base.mode === 'short' &&
+  !env.PROVCAT_FAULT_TRIALS &&
+  !env.PROVCAT_FAULT_NETWORK_TRIALS &&
+  !env.PROVCAT_FAULT_KILL_TRIALS;
+const config = sized ? { ...base, networkTrials: 10, killTrials: 8, seed: base.seed } : base;
 
 /** A Blob service to run the suite on: its blob endpoint and connection string. */
 interface Service {
@@ -94,7 +107,7 @@ const azurite: Service = azureSkipReason()
 describeAzurite('fault suite on Azurite', () => {
   const container = uniqueContainerName('faults');
   withContainer(() => azurite, container);
-  faultSuite(target('azure (Azurite)', azurite, container, false));
+  faultSuite(target('azure (Azurite)', azurite, container, false), { config });
 });
 
 const versionsServer = await startAzureVersionsServer();
@@ -104,5 +117,5 @@ afterAll(async () => {
 describe('fault suite on the Azure versions server', () => {
   const container = uniqueContainerName('faults');
   withContainer(() => versionsServer, container);
-  faultSuite(target('azure (versions server)', versionsServer, container, true));
+  faultSuite(target('azure (versions server)', versionsServer, container, true), { config });
 });
