@@ -15,6 +15,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PutSource } from '../../src/driver.js';
+import { ProvcatError } from '../../src/errors.js';
 import { readObject, sha256 } from './fault-checks.js';
 import { closeStore } from './fault-config.js';
 import { type FaultProxy, startFaultProxy } from './fault-proxy.js';
@@ -76,6 +77,69 @@ export function partResendChecks(target: ConformanceTarget): void {
         try {
           const stored = await readObject(direct, uri);
           expect(stored?.length).toBe(bytes.length);
+          expect(stored && sha256(stored)).toBe(sha256(bytes));
+        } finally {
+          await closeStore(direct);
+        }
+      }, 60_000);
+    }
+  });
+}
+
+/**
+ * Register the reset-answer check for `target` (a target with `network`): a put of one request
+ * whose answer's connection is reset after the server wrote the object settles — exactly, or
+ * with a typed error — and the object is the one sent; the next put is exact.
+ */
+export function resetAnswerChecks(target: ConformanceTarget): void {
+  const net = target.network;
+  if (!net) return;
+  describe('a put of one request whose answer is reset', () => {
+    let proxy: FaultProxy;
+    let work = '';
+    const prefix = randomPrefix('faults-answer');
+    beforeAll(async () => {
+      proxy = await startFaultProxy({ target: net.endpoint });
+      work = await mkdtemp(path.join(tmpdir(), 'provcat-fault-answer-'));
+    });
+    afterAll(async () => {
+      await proxy?.close();
+      await target.purge?.(prefix);
+      if (work) await rm(work, { recursive: true, force: true });
+    });
+
+    for (const kind of ['bytes', 'file'] as const) {
+      it(`from ${kind === 'bytes' ? 'bytes in memory' : 'a file'}: settles exact or typed, and the next put is exact`, async () => {
+        const bytes = randomBytes(64 * 1024);
+        const file = path.join(work, `${kind}.bin`);
+        await writeFile(file, bytes);
+        const source: PutSource = kind === 'file' ? file : bytes;
+        const scheme = target.store({ cache: path.join(work, 'scheme') }).scheme;
+        const uri = `${scheme}://${target.bucket}/${prefix}${kind}.bin`;
+        const via = target.store({ cache: path.join(work, `cache-${kind}`), endpoint: proxy.url });
+        const resets = proxy.stats().faults.reset;
+        proxy.set([
+          { kind: 'reset', direction: 'response', method: /^(PUT|POST)$/, after: 0, next: 1 },
+        ]);
+        try {
+          const settled = await Promise.race([
+            via.put(uri, source).then(
+              () => 'ok',
+              (e: unknown) => (e instanceof ProvcatError ? 'typed' : `untyped: ${String(e)}`),
+            ),
+            new Promise<string>((resolve) => setTimeout(() => resolve('hung'), 20_000)),
+          ]);
+          proxy.set([]);
+          expect(proxy.stats().faults.reset - resets, 'the reset fired').toBe(1);
+          expect(['ok', 'typed']).toContain(settled);
+          await via.put(uri, source);
+        } finally {
+          proxy.set([]);
+          await closeStore(via);
+        }
+        const direct = target.store({ cache: path.join(work, `direct-${kind}`) });
+        try {
+          const stored = await readObject(direct, uri);
           expect(stored && sha256(stored)).toBe(sha256(bytes));
         } finally {
           await closeStore(direct);

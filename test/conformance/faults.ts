@@ -32,10 +32,10 @@ import {
   type SuiteContext,
 } from './fault-config.js';
 import { Figures } from './fault-figures.js';
+import { flipChecks } from './fault-flip.js';
 import { killLoop } from './fault-kills.js';
 import { networkTrials } from './fault-network.js';
-import { flipChecks } from './fault-flip.js';
-import { partResendChecks } from './fault-parts.js';
+import { partResendChecks, resetAnswerChecks } from './fault-parts.js';
 import type { ConformanceTarget } from './target.js';
 
 export { type FaultConfig, faultConfig, KNOWN_FINDINGS } from './fault-config.js';
@@ -140,6 +140,7 @@ export function faultSuite(target: ConformanceTarget, options: FaultSuiteOptions
     // scans for temps (a network trial's live temp would look orphaned there).
     partResendChecks(target);
     flipChecks(target);
+    resetAnswerChecks(target);
 
     const test = target.network && !target.localDirs?.length ? it.concurrent : it;
     if (target.network) {
