@@ -320,6 +320,13 @@ export interface PartProtocol {
   readonly leftover: string;
   /** Whether an upload interrupted by a crash can be resumed with {@link listParts}. */
   readonly resumable: boolean;
+  /**
+   * {@link complete} records the SHA-256 it is given with the object (Azure: metadata of Put
+   * Block List). `ObjectStore.put` in parts then computes the SHA-256 of what it sends when the
+   * caller gave none, so that a fetch can check the object's bytes (an ETag of an object in parts
+   * is no content hash).
+   */
+  readonly digestAtComplete?: boolean | undefined;
   /** Start an upload of `key`; returns the protocol's reference to it (an upload ID, a session URI). */
   create(key: string, options: UploadObjectOptions): Promise<string>;
   /** Send one part; resolves with its token once the store holds it. */

@@ -28,6 +28,7 @@ export class AzureBlocks implements D.PartProtocol {
   readonly minPartSize = 1;
   readonly maxPartSize = 4000 * 1024 * 1024;
   readonly resumable = true;
+  readonly digestAtComplete = true;
   readonly leftover =
     'Azure discards its uncommitted blocks, a week after the last block was staged';
 

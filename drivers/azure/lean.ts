@@ -185,7 +185,9 @@ export class LeanReads {
     const h = got.headers;
     const [etag, versionId, contentRange] = [h.etag, h['x-ms-version-id'], h['content-range']];
     const lastModified = date(h['last-modified']);
-    const answer = { etag, versionId, contentRange, lastModified };
+    const sha256 = h['x-ms-meta-sha256'];
+    const metadata = sha256 === undefined ? undefined : { sha256 };
+    const answer = { etag, versionId, contentRange, lastModified, metadata };
     const info = blobInfo(key, { ...answer, contentLength: got.contentLength });
     if (info) {
       const result = leanGetResult(info, got);

@@ -461,7 +461,7 @@ export async function uploadParts(
           protocol.complete(key, ref, parts, {
             size: summary.size,
             contentType: options.contentType,
-            sha256: options.sha256,
+            sha256: options.sha256 ?? (protocol.digestAtComplete ? summary.sha256 : undefined),
             signal: attempt,
           }),
         {
