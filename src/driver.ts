@@ -131,6 +131,14 @@ export interface GetResult {
    */
   etagNotMd5?: boolean | undefined;
   /**
+   * The MD5 (32 lowercase hex) of these bytes as the answer states it besides the ETag: Azure's
+   * `Content-MD5` of a Get Blob of the whole blob (Azure records one for a blob written by one Put
+   * Blob; its ETags are no content hashes). Set only for a read of the whole object: a range's
+   * answer states the whole blob's MD5. The cache checks the bytes against it when nothing else
+   * states their digest (src/cache/content-digest.ts).
+   */
+  contentMd5?: string | undefined;
+  /**
    * Fast read: set by drivers that read the body into reused buffers (src/net/http1-download.ts):
    * deliver the body to `sink` without a stream and without an allocation per read. A chunk is valid
    * only until its `data` call resolves. Use either this or `body`, never both; `body` stays
@@ -238,13 +246,18 @@ export interface PartUpload {
   readonly size: number;
   /**
    * The bytes: in memory, or a stream of exactly `size` bytes (a range of a file, read as the
-   * request sends it). A stream can be read once: a protocol must not retry it itself (the
-   * engine sends the part again with a fresh stream). Bytes in memory may be retried by the SDK.
+   * request sends it). A stream can be read once; a protocol whose SDK sends a body again
+   * itself (a retry after a reset) must give it {@link restream} instead. Otherwise the engine
+   * sends a stream's part again with a fresh stream. Bytes in memory may be retried by the SDK.
    */
   readonly body: Uint8Array | Readable;
   /**
-   * For bytes in memory: a fresh stream of the same bytes, for each request the SDK writes, so
-   * that the bytes the socket takes can be counted (the engine's stall watchdog). Optional to use.
+   * A stream of the part's bytes for one request: for bytes in memory a fresh stream of views
+   * each call (so that the bytes the socket takes can be counted by the engine's stall
+   * watchdog); for a file range `body` itself on the first call and a fresh stream of the range
+   * (read from disk again) on each later one, the previous one destroyed. A body factory for an
+   * SDK that resends a body itself (Azure's `stageBlock`); optional to use. The part's checks
+   * apply to the last stream handed out.
    */
   readonly restream?: (() => Readable) | undefined;
   /** Aborts the part's request (a failure elsewhere, the stall watchdog, the caller). */
@@ -306,10 +319,21 @@ export interface PartProtocol {
    * session). The engine then sends with one part in flight.
    */
   readonly sequential?: boolean | undefined;
-  /** What removes an upload left behind by a crash, for messages ("an AbortIncompleteMultipartUpload lifecycle rule"). */
+  /**
+   * What removes an upload left behind (by a crash, or an abort that failed too), for messages:
+   * the end of the sentence "the upload remains until …", a clause with its own verb
+   * ("an AbortIncompleteMultipartUpload lifecycle rule removes it").
+   */
   readonly leftover: string;
   /** Whether an upload interrupted by a crash can be resumed with {@link listParts}. */
   readonly resumable: boolean;
+  /**
+   * {@link complete} records the SHA-256 it is given with the object (Azure: metadata of Put
+   * Block List). `ObjectStore.put` in parts then computes the SHA-256 of what it sends when the
+   * caller gave none, so that a fetch can check the object's bytes (an ETag of an object in parts
+   * is no content hash).
+   */
+  readonly digestAtComplete?: boolean | undefined;
   /** Start an upload of `key`; returns the protocol's reference to it (an upload ID, a session URI). */
   create(key: string, options: UploadObjectOptions): Promise<string>;
   /** Send one part; resolves with its token once the store holds it. */

@@ -16,7 +16,7 @@ import { inspect } from 'node:util';
 import type { ContainerClient } from '@azure/storage-blob';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { azureStageKind } from '../drivers/azure/stage-kind.js';
-import { ObjectIntegrityError, StoreError } from '../src/errors.js';
+import { ObjectIntegrityError, PermissionDenied, StoreError } from '../src/errors.js';
 import { parseCheckpoint } from '../src/lake/checkpoint.js';
 import {
   type DataLocation,
@@ -46,6 +46,7 @@ import { type AzureProxy, startAzureProxy } from './support/azure-proxy.js';
 
 const PREFIX = 'managed/v1';
 const CHILD = new URL('./fixtures/azure-upload-child.mjs', import.meta.url).pathname;
+const BIN = new URL('../dist/cli/provcat.cjs', import.meta.url).pathname;
 /** Credentials as a user's environment gives them (the descriptor never carries any). */
 const ENV = { AZURE_STORAGE_ACCOUNT: DEV_ACCOUNT_NAME, AZURE_STORAGE_KEY: DEV_ACCOUNT_KEY };
 
@@ -331,6 +332,46 @@ describeAzurite('Azure stage on Azurite', () => {
     expect(open).toEqual([]);
     expect(await committed(container, `${PREFIX}/`)).toEqual(before);
   });
+
+  it('a wrong account key during block uploads is PermissionDenied (CLI exit 9), its message whole', async () => {
+    const wrong = {
+      ...ENV,
+      AZURE_STORAGE_KEY: Buffer.from('not the account key').toString('base64'),
+    };
+    const d = descriptor(name, azureTarget().url);
+    const s = stageFromDescriptor(d, { partSize: MiB, env: wrong, lockStaleMs: 5000 }) as Stage;
+    const file = path.join(dir, 'wrong-key');
+    await writeRandomFile(file, 3 * MiB);
+    const error = await s.upload(file).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(PermissionDenied);
+    const text = (error as Error).message;
+    expect(text).toMatch(/PutBlock/);
+    // The failed abort is said in a sentence of Azure's (not "until nothing: ... removes it").
+    expect(text).not.toMatch(/until nothing|removes it$/);
+    // The CLI (the stage's 64 MiB parts: two blocks): exit 9, PermissionDenied.
+    await rm(file);
+    await writeRandomFile(file, 64 * MiB + 1);
+    const cli = await new Promise<{ code: number | null; err: string }>((resolve) => {
+      const env = { ...process.env, ...wrong, PROVCAT_AZURE_ENDPOINT: azureTarget().url };
+      const args = [BIN, 'upload', file, '--stage', `az://${name}/wrong-key/`];
+      const child = spawn(process.execPath, args, {
+        env: { ...env, PROVCAT_CACHE_DIR: path.join(dir, 'cache-wrong-key') },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let err = '';
+      child.stderr.on('data', (d: Buffer) => {
+        err += d.toString();
+      });
+      child.on('close', (code) => resolve({ code, err }));
+    });
+    expect(cli.err).toMatch(/^provcat: PermissionDenied: .*PutBlock/m);
+    expect(cli.err).not.toMatch(/until nothing|removes it$/m);
+    expect(cli.code, cli.err).toBe(9);
+    await rm(file);
+  }, 60_000);
 
   it('lists the uncommitted uploads a crash leaves (include=uncommittedblobs)', async () => {
     const key = `${PREFIX}/aa/${randomBytes(16).toString('hex')}`;

@@ -3,13 +3,19 @@
  * driver's protocol is driven: parts assembled in number order whatever order they are
  * acknowledged in, the in-flight bound, one part at a time for a sequential protocol, and a
  * trusted part that changed — sent again where parts can be replaced, refused where committed
- * bytes are final.
+ * bytes are final; a refused part whose abort fails too keeps its class, and every driver's
+ * protocol says in one sentence what removes an upload left behind.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import type { AzureStore } from '../drivers/azure/azure-store.js';
+import { AzureBlocks } from '../drivers/azure/blocks.js';
+import { GcsResumable } from '../drivers/gcs/resumable.js';
+import { StageFiles } from '../drivers/local/stage-files.js';
+import { S3Multipart } from '../drivers/s3/multipart.js';
 import type { CompletedPart, ObjectInfo, PartProtocol, PartUpload } from '../src/driver.js';
-import { SourceChanged } from '../src/errors.js';
+import { exitCodeOf, PermissionDenied, SourceChanged } from '../src/errors.js';
 import { uploadParts } from '../src/upload/engine.js';
 import { BufferedParts, BytesReader, PartBufferPool } from '../src/upload/parts.js';
 
@@ -32,7 +38,7 @@ function memoryProtocol(options: { sequential?: boolean; delay?: (n: number) => 
     minPartSize: 1,
     maxPartSize: 1 << 30,
     sequential: options.sequential,
-    leftover: 'nothing',
+    leftover: 'the test removes it',
     resumable: true,
     async create() {
       return 'u1';
@@ -130,5 +136,48 @@ describe('the upload engine over any part protocol', () => {
       }),
     ).rejects.toBeInstanceOf(SourceChanged);
     expect(sequential.objects.has('k')).toBe(false);
+  });
+
+  it('a refused part whose abort is refused too stays PermissionDenied (exit 9), said in one sentence', async () => {
+    const mem = memoryProtocol();
+    const refused = (op: string) =>
+      new PermissionDenied(`${op} mem://b/k: permission denied (HTTP 403)`, { status: 403 });
+    mem.protocol.putPart = async () => {
+      throw refused('put part');
+    };
+    mem.protocol.abort = async () => {
+      throw refused('abort');
+    };
+    const error = await uploadParts(target(mem.protocol), source(randomBytes(300), 100), {
+      partSize: 100,
+      partsInFlight: 2,
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(PermissionDenied);
+    expect(exitCodeOf(error)).toBe(9);
+    expect((error as PermissionDenied).status).toBe(403);
+    expect((error as Error).message).toBe(
+      'put part mem://b/k: permission denied (HTTP 403); aborting memory upload u1 failed too, so it remains until the test removes it',
+    );
+  });
+
+  it("every driver's protocol says what removes an upload left behind as the end of one sentence", () => {
+    const protocols: PartProtocol[] = [
+      new S3Multipart(async () => Promise.reject(new Error('unused')), 'b'),
+      new GcsResumable(
+        'b',
+        async () => Promise.reject(new Error('unused')),
+        () => {},
+      ),
+      new AzureBlocks('c', {} as AzureStore),
+      new StageFiles('/nonexistent-stage', '', (key) => `file:///nonexistent-stage/${key}`).parts,
+    ];
+    for (const protocol of protocols) {
+      // "... so it remains until <a clause with its own verb>", never "until nothing: ...".
+      expect(protocol.leftover, protocol.name).toMatch(/\b(removes it|drops|discards)\b/);
+      expect(protocol.leftover, protocol.name).not.toMatch(/^nothing|:/);
+    }
   });
 });

@@ -24,7 +24,7 @@ import { historyOf, newerIdFirst } from '../../src/version-history.js';
 import { AzureBlocks } from './blocks.js';
 import { type AzureConfig, type AzureStoreOptions, resolveAzureConfig } from './config.js';
 import { azUriText, type AzureErrorContext as Ctx, mapAzureError } from './errors.js';
-import { encodeBlobName, infoOf as info, LeanReads, quoted } from './lean.js';
+import { encodeBlobName, infoOf as info, LeanReads, md5Hex, quoted } from './lean.js';
 
 const azdebug = debuglog('provcat:azure');
 type Opts = D.SignalOptions;
@@ -259,11 +259,14 @@ export class AzureStore extends ObjectStore {
         const length = r.contentLength as number;
         // Checked against its length: the SDK reports a dropped connection as an abort.
         const body = exactDownload(r.readableStreamBody as Readable, length, signal, { op, uri });
+        // The blob's MD5 (Put Blob records one) states these bytes only for the whole blob.
+        const contentMd5 = range ? undefined : md5Hex(r.contentMD5);
         return check({
           body,
           info: info(key, r),
           contentLength: length,
           contentRange: r.contentRange,
+          contentMd5,
         });
       },
       id,

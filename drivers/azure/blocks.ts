@@ -28,7 +28,9 @@ export class AzureBlocks implements D.PartProtocol {
   readonly minPartSize = 1;
   readonly maxPartSize = 4000 * 1024 * 1024;
   readonly resumable = true;
-  readonly leftover = 'nothing: Azure discards uncommitted blocks after 7 days';
+  readonly digestAtComplete = true;
+  readonly leftover =
+    'Azure discards its uncommitted blocks, a week after the last block was staged';
 
   constructor(
     readonly container: string,
@@ -45,7 +47,12 @@ export class AzureBlocks implements D.PartProtocol {
     return randomBytes(12).toString('hex');
   }
 
-  /** Put Block; a stream body cannot be resent by the SDK (a throw fails that attempt). */
+  /**
+   * Put Block. The SDK retries a block itself (after a reset, a timeout, a 5xx) and asks its body
+   * factory for the body of each attempt: the part's `restream` (a fresh stream of the bytes, or
+   * of the file range read again; the upload engine gives one with every part). A stream
+   * without one can be sent only once: a retry of the SDK's then fails with a StoreError.
+   */
   async putPart(key: string, upload: string, part: D.PartUpload): Promise<string> {
     const id = blockId(upload, part.number);
     const { body, restream } = part;
@@ -56,9 +63,10 @@ export class AzureBlocks implements D.PartProtocol {
       return body as Readable;
     };
     const bytes =
-      body instanceof Readable
+      restream ??
+      (body instanceof Readable
         ? once
-        : (restream ?? Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+        : Buffer.from(body.buffer, body.byteOffset, body.byteLength));
     await this.onBlob(key, 'PutBlock', (b) =>
       b.stageBlock(id, bytes, part.size, { abortSignal: part.signal }),
     );

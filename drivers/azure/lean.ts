@@ -45,10 +45,10 @@ export type BlobAnswer = Partial<
   blobMd5?: Uint8Array | string | undefined;
 };
 
-/** The hex of a 16-byte MD5 given as bytes or base64, else `undefined`. */
-function md5Hex(md5: Uint8Array | string | undefined): string | undefined {
-  if (md5 === undefined) return undefined;
-  const bytes = typeof md5 === 'string' ? Buffer.from(md5, 'base64') : Buffer.from(md5);
+/** A Content-MD5 (Base64 of 16 bytes) as lowercase hex; `undefined` for anything else. */
+export function md5Hex(value: string | Uint8Array | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const bytes = typeof value === 'string' ? Buffer.from(value, 'base64') : Buffer.from(value);
   return bytes.length === 16 ? bytes.toString('hex') : undefined;
 }
 
@@ -204,9 +204,16 @@ export class LeanReads {
     const h = got.headers;
     const [etag, versionId, contentRange] = [h.etag, h['x-ms-version-id'], h['content-range']];
     const lastModified = date(h['last-modified']);
-    const answer = { etag, versionId, contentRange, lastModified };
+    const sha256 = h['x-ms-meta-sha256'];
+    const metadata = sha256 === undefined ? undefined : { sha256 };
+    const answer = { etag, versionId, contentRange, lastModified, metadata };
     const info = blobInfo(key, { ...answer, contentLength: got.contentLength });
-    if (info) return leanGetResult(info, got);
+    if (info) {
+      const result = leanGetResult(info, got);
+      // The blob's MD5 (Put Blob records one) states these bytes' only for the whole blob.
+      if (!o.range) result.contentMd5 = md5Hex(h['content-md5']);
+      return result;
+    }
     if (!('body' in got)) got.discard();
     return undefined;
   }

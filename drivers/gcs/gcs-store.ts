@@ -7,21 +7,17 @@
  * The client retries with `IdempotencyStrategy.RetryAlways`: under the default one, an upload or
  * delete without a precondition turns its retries off for good. Versions need object versioning
  * (asked once per bucket); `_create` is `ifGenerationMatch=0`, atomic; large puts are resumable
- * sessions (resumable.ts).
+ * sessions (resumable.ts), and a small put is one request of the driver's own (simple-upload.ts).
  *
  * @module
  */
-import { createReadStream } from 'node:fs';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { debuglog } from 'node:util';
 import type { Storage } from '@google-cloud/storage';
 import { missingBucket, requireVersioning, versioningMemo } from '../../src/bucket-state.js';
 import { raceAbort } from '../../src/concurrency.js';
-import { DEFAULT_CONTENT_TYPE } from '../../src/content-type.js';
 import type * as D from '../../src/driver.js';
 import { isAbort, NotFound, ObjectIntegrityError, StoreError } from '../../src/errors.js';
-import { checkByteRange, exactBytes } from '../../src/exact-bytes.js';
+import { checkByteRange } from '../../src/exact-bytes.js';
 import { lazy, lazyModule } from '../../src/lazy-module.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';
 import { leanGet, leanGetResult } from '../../src/net/lean-get.js';
@@ -33,6 +29,7 @@ import { type GcsConfig, type GcsStoreOptions, resolveGcsConfig } from './config
 import { type GcsErrorContext, gcsUriText, mapGcsError, statusError, statusOf } from './errors.js';
 import * as api from './json-api.js';
 import { GcsResumable } from './resumable.js';
+import { simpleUpload } from './simple-upload.js';
 
 const gcsdebug = debuglog('provcat:gcs');
 /** The SDK, imported on first use: commands without a GCS call, and lean reads, never load it. */
@@ -324,8 +321,9 @@ export class GcsStore extends ObjectStore {
   }
 
   /**
-   * One upload request (`uploadType=multipart`, checked by its CRC32C), conditional with
-   * `ifGenerationMatch`. A source not exactly its declared size is a SourceError, nothing written.
+   * One upload request (`uploadType=multipart`), conditional with `ifGenerationMatch`, sent by
+   * the driver itself (simple-upload.ts: the SDK's never settles after a reset answer). A source
+   * not exactly its declared size is a SourceError, nothing written.
    */
   private async putOne(
     bucket: string,
@@ -334,26 +332,15 @@ export class GcsStore extends ObjectStore {
     o: D.PutOptions,
     ifGenerationMatch?: number,
   ): Promise<D.ObjectInfo> {
-    const context = { bucket, key, op: ifGenerationMatch === undefined ? 'put' : 'create' };
-    return this.call(context, async (storage) => {
-      const file = storage.bucket(bucket).file(key);
-      const settings = {
-        resumable: false,
-        // Always a type: without one the SDK guesses from the name by a table of its own.
-        metadata: { contentType: o.contentType ?? DEFAULT_CONTENT_TYPE },
-        preconditionOpts: ifGenerationMatch === undefined ? undefined : { ifGenerationMatch },
-      };
-      if (source instanceof Uint8Array) {
-        // A buffer the SDK sends again itself when a request fails.
-        await file.save(Buffer.from(source.buffer, source.byteOffset, source.byteLength), settings);
-        o.onProgress?.(source.byteLength);
-      } else {
-        const input = typeof source === 'string' ? createReadStream(source) : source;
-        const body = Readable.from(exactBytes(input, o.size, o.onProgress), { objectMode: false });
-        await pipeline(body, file.createWriteStream(settings), { signal: o.signal });
-      }
-      return api.objectInfo(bucket, file.metadata as api.ObjectResource);
-    });
+    this.requireOnline(ifGenerationMatch === undefined ? 'put' : 'create', gcsUriText(bucket, key));
+    const target = { endpoint: this.own.endpoint, headers: () => this.authHeaders() };
+    return simpleUpload(target, bucket, key, source, o, ifGenerationMatch);
+  }
+
+  /** The headers that authorize the driver's own requests (none to an emulator). */
+  private async authHeaders(): Promise<Record<string, string>> {
+    if (!this.own.auth) return {};
+    return (await (await this.client()).authClient.getRequestHeaders()) as Record<string, string>;
   }
 
   /** Delete the live object ({@link NotFound} when there is none); versioned, it becomes noncurrent. */

@@ -51,7 +51,7 @@ export class GcsResumable implements D.PartProtocol {
   readonly maxPartSize = 5 * 1024 ** 3;
   readonly sequential = true;
   readonly resumable = true;
-  readonly leftover = "the session's expiry (GCS drops an unfinished session after a week)";
+  readonly leftover = 'GCS drops the unfinished session, a week after it was started';
   /** The last part's bytes held back for `complete`, by session. */
   private readonly tails = new Map<string, Buffer>();
   /** The committed offset a status query found, by session (a resume skips those bytes). */

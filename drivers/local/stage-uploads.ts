@@ -52,7 +52,7 @@ export class FileUploads implements PartProtocol {
   readonly minPartSize = 1;
   readonly maxPartSize = 5 * 1024 ** 3;
   readonly resumable = false;
-  readonly leftover = 'the next upload to the stage';
+  readonly leftover = 'the next upload to the stage removes it';
   /** Open temp files of uploads in progress, by upload reference. */
   private readonly open = new Map<string, { handle: FileHandle; marker: string }>();
   private swept = false;

@@ -42,7 +42,7 @@ export class S3Multipart implements PartProtocol {
   readonly minPartSize = MIN_PART_SIZE;
   readonly maxPartSize = MAX_PART_SIZE;
   readonly resumable = true;
-  readonly leftover = 'an AbortIncompleteMultipartUpload lifecycle rule';
+  readonly leftover = 'an AbortIncompleteMultipartUpload lifecycle rule removes it';
 
   constructor(
     private readonly connect: S3Connection,
@@ -98,7 +98,11 @@ export class S3Multipart implements PartProtocol {
         Body: part.body,
         ContentLength: part.size,
       });
-      if (part.restream !== undefined) streamEachRequest(command, part.restream);
+      // Bytes only: the SDK does not retry a stream body (a file range), which the engine sends
+      // again itself.
+      if (part.restream !== undefined && part.body instanceof Uint8Array) {
+        streamEachRequest(command, part.restream);
+      }
       return client.send(command, { abortSignal: part.signal });
     });
     if (!out.ETag) {

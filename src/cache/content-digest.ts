@@ -5,8 +5,8 @@
  * A record carries a digest of the content only sometimes: a `sha256` field (written by tools
  * that know it), or an ETag that is a plain MD5 — S3's ETag of an object uploaded in one part
  * (`"<32 hex>"`, no `-N` suffix), GCS's (the driver reports `md5Hash` in that form) and the
- * local store's ETag. Multipart ETags (`"…-N"`) and Azure ETags are not content hashes and are
- * never checked as such: the shape is the test, so a driver whose ETag stops being an MD5 is
+ * local store's ETag — or an answer's Content-MD5 (Azure: {@link GetResult.contentMd5}).
+ * Multipart ETags (`"…-N"`) and Azure ETags are not content hashes and are never checked as such: the shape is the test, so a driver whose ETag stops being an MD5 is
  * simply not checked, never wrongly refused. The one exception the shape cannot see is an S3
  * object encrypted with SSE-KMS or SSE-C, whose 32-hex ETag is not its MD5: its GET response
  * says so, the driver reports it ({@link GetResult.etagNotMd5}), and {@link statedDigest} then
@@ -34,6 +34,7 @@ export interface ContentDigest {
 
 const PLAIN_MD5_ETAG = /^"?([0-9a-fA-F]{32})"?$/;
 const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
+const MD5_HEX = /^[0-9a-fA-F]{32}$/;
 
 /** The MD5 an ETag states (a plain one: 32 hex, quoted or not, no `-N`), else `undefined`. */
 export function md5OfEtag(etag: string | undefined): string | undefined {
@@ -69,12 +70,18 @@ export function recordedDigest(record: {
 /**
  * The digest the bytes of a GET must have, as its answer states it: {@link recordedDigest} of
  * the object it describes (a recorded `sha256`, else a plain-MD5 ETag), without the MD5 when
- * the driver says the ETag is not one ({@link GetResult.etagNotMd5}).
+ * the driver says the ETag is not one ({@link GetResult.etagNotMd5}); else the answer's own MD5
+ * of the bytes ({@link GetResult.contentMd5}: Azure's Content-MD5), when it states one.
  */
 export function statedDigest(
-  res: Pick<GetResult, 'info' | 'etagNotMd5'>,
+  res: Pick<GetResult, 'info' | 'etagNotMd5' | 'contentMd5'>,
 ): ContentDigest | undefined {
-  return checkableWith(recordedDigest(res.info), res);
+  const stated = checkableWith(recordedDigest(res.info), res);
+  if (stated !== undefined) return stated;
+  const md5 = res.contentMd5;
+  return md5 !== undefined && MD5_HEX.test(md5)
+    ? { algorithm: 'md5', hex: md5.toLowerCase() }
+    : undefined;
 }
 
 /**

@@ -70,7 +70,7 @@ function noParts(store: ObjectStore): PartProtocol {
     maxParts: 1,
     minPartSize: 1,
     maxPartSize: Number.MAX_SAFE_INTEGER,
-    leftover: 'nothing',
+    leftover: 'it is removed by hand (this store uploads no parts)',
     resumable: false,
     create: refuse,
     putPart: refuse,

@@ -12,7 +12,9 @@
  *
  * **Retries** follow the one policy (src/retry.ts). A part in memory is retried by the driver's
  * SDK; a file part, whose body is a stream the SDK cannot rewind, is sent again from here with a
- * fresh stream of its range — but never once the stall watchdog fired.
+ * fresh stream of its range — but never once the stall watchdog fired. An SDK that resends a
+ * body itself (Azure's) is given a body factory instead (`restream`), which reads the range
+ * from disk again for each of its attempts: every part body, on every driver, can be sent again.
  *
  * **Stall watchdog.** A store that takes a part's bytes and never answers would otherwise hold an
  * upload for attempts × the idle-socket timeout per part. The upload moves when the store
@@ -51,10 +53,14 @@
  *
  * @module
  */
+import type { Readable } from 'node:stream';
 import type { CompletedPart, ListedPart, ObjectInfo, PartProtocol } from '../driver.js';
 import {
   NotFound,
+  NotSupported,
   PartLimitExceeded,
+  PermissionDenied,
+  PreconditionFailed,
   type ProvcatError,
   SourceChanged,
   type StalledUploadOutcome,
@@ -455,7 +461,7 @@ export async function uploadParts(
           protocol.complete(key, ref, parts, {
             size: summary.size,
             contentType: options.contentType,
-            sha256: options.sha256,
+            sha256: options.sha256 ?? (protocol.digestAtComplete ? summary.sha256 : undefined),
             signal: attempt,
           }),
         {
@@ -535,7 +541,7 @@ async function stalledError(
       ? `${name} ${upload} kept so that a retry can resume it`
       : outcome === 'aborted'
         ? `${name} ${upload} aborted`
-        : `aborting ${name} ${upload} failed too, so it remains until ${target.protocol.leftover} removes it`;
+        : `aborting ${name} ${upload} failed too, so it remains until ${target.protocol.leftover}`;
   return new UploadStalled(
     `upload of ${target.uri} stalled: ${stall.reason.message}; no part is sent again; ${done}`,
     { uri: target.uri, cause, uploadId: upload, stalledMs: Math.round(stall.idleMs), outcome },
@@ -573,12 +579,26 @@ async function sendPart(
         const request = linkedController(signal);
         let bodyError: { error: unknown } | undefined;
         const stream = body.body;
-        if (!(stream instanceof Uint8Array)) {
-          stream.once('error', (error) => {
+        const watch = (readable: Readable) => {
+          readable.once('error', (error) => {
             bodyError ??= { error };
             request.abort(error);
           });
-        }
+          return readable;
+        };
+        // A file range's stream (and each fresh one an SDK's own retry asks for) is watched.
+        const file = !(stream instanceof Uint8Array);
+        if (file) watch(stream);
+        const again = body.restream;
+        const restream =
+          again === undefined
+            ? undefined
+            : file
+              ? () => {
+                  const next = again();
+                  return next === stream ? next : watch(next);
+                }
+              : again;
         try {
           let token: string;
           try {
@@ -587,7 +607,7 @@ async function sendPart(
               offset,
               size: part.size,
               body: stream,
-              restream: body.restream,
+              restream,
               signal: request.signal,
             });
             watchdog.moved();
@@ -619,7 +639,8 @@ async function sendPart(
  * Abort an upload after `cause` failed it, bounded to {@link ABORT_TIMEOUT_MS} and independent of
  * any caller signal (which may be why it is aborted). Returns the error the caller should see:
  * `cause` itself — unless the abort failed too and `cause` is a StoreError, which is then replaced
- * by a StoreError that says the upload remains, with both errors as cause. Typed errors (an
+ * by an error of the same class (PermissionDenied stays PermissionDenied) that says the upload
+ * remains until the protocol's `leftover`, with both errors as cause. Typed errors (an
  * abort, a source failure, the part limit) keep their type; a failed abort is logged.
  */
 export async function abortUpload(
@@ -630,8 +651,17 @@ export async function abortUpload(
   const abortError = await tryAbort(target, upload);
   if (abortError === undefined || !(cause instanceof StoreError)) return cause;
   const original: ProvcatError = cause;
-  return new StoreError(
-    `${original.message}; aborting ${target.protocol.name} ${upload} failed too, so it remains until ${target.protocol.leftover} removes it`,
+  // The same class as the failure (a refused credential stays PermissionDenied, exit 9).
+  const Class =
+    cause instanceof PermissionDenied
+      ? PermissionDenied
+      : cause instanceof PreconditionFailed
+        ? PreconditionFailed
+        : cause instanceof NotSupported
+          ? NotSupported
+          : StoreError;
+  return new Class(
+    `${original.message}; aborting ${target.protocol.name} ${upload} failed too, so it remains until ${target.protocol.leftover}`,
     {
       uri: original.uri,
       cause: new AggregateError([cause, abortError], 'upload failed, then its abort failed'),

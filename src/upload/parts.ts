@@ -6,7 +6,9 @@
  * part's body is a stream of its range, read from disk in small chunks through one file
  * handle opened at the start (a file renamed over the path mid-upload does not change what is
  * read), with a known ContentLength. A part that must be sent again re-reads its range. Memory
- * per part in flight is a few chunks, not the part.
+ * per part in flight is a few chunks, not the part. An SDK that sends a part again itself (a
+ * retry after a reset) gets a body factory ({@link PartBody.restream}): each call after the
+ * first reads the range from disk again.
  *
  * **A stream is read in order into pooled part buffers**, because a stream cannot be read
  * twice: a part holds its buffer from the moment it is read until the store has answered it, so
@@ -51,8 +53,11 @@ export interface PartBody {
   /** The bytes (a buffer, or a stream of exactly the part's size). */
   body: Uint8Array | Readable;
   /**
-   * For bytes in memory: a fresh stream of them (views, no copy) reporting to `onRead`, for the
-   * request of each attempt the SDK makes to write instead of the bytes.
+   * A stream for one request, reporting to `onRead` (see `PartUpload.restream` in driver.ts): for
+   * bytes in memory a fresh stream of views (no copy) each call, for the request of each attempt
+   * the SDK makes to write instead of the bytes; for a file range `body` first, then a fresh
+   * stream of the range each call (for an SDK that sends the body again itself). {@link sent}
+   * checks the last stream handed out.
    */
   restream?: (() => Readable) | undefined;
   /**
@@ -253,30 +258,45 @@ export class FileParts implements PartSource {
     signal: AbortSignal,
     onRead: ((position: number) => void) | undefined,
   ): Promise<PartBody> {
-    let hash: Hash | undefined;
+    let startHash: Hash | undefined;
     if (this.options.digest) {
       await this.reach(number - 1, signal);
-      hash = (this.starts.get(number) as Hash).copy();
+      startHash = this.starts.get(number) as Hash;
     }
-    const stream = new RangeStream(this.handle, this.path, start, size, hash, onRead);
+    // Each stream of the range hashes what it reads from the part's start state: the digest
+    // checked once the part is acknowledged is that of the stream the store took last.
+    const open = () =>
+      new RangeStream(this.handle, this.path, start, size, startHash?.copy(), onRead);
+    let current = open();
+    let handedOut = false;
     return {
-      body: stream,
+      body: current,
+      restream: () => {
+        if (!handedOut) {
+          handedOut = true;
+          return current;
+        }
+        if (!current.destroyed) current.destroy();
+        current = open();
+        return current;
+      },
       sent: async (signal) => {
+        const stream = current;
         if (stream.remaining !== 0) {
           throw new SourceChanged(
             `${this.path}: part ${number} was acknowledged after ${size - stream.remaining} of its ${size} bytes were read`,
           );
         }
-        if (!hash) return;
+        if (!stream.hash) return;
         await this.reach(number, signal);
-        if (hash.digest('hex') !== this.ends.get(number)) {
+        if (stream.hash.digest('hex') !== this.ends.get(number)) {
           throw new SourceChanged(
             `${this.path} changed while it was uploaded: the bytes sent in part ${number} are not the bytes hashed`,
           );
         }
       },
       dispose: () => {
-        if (!stream.destroyed) stream.destroy();
+        if (!current.destroyed) current.destroy();
       },
     };
   }
@@ -395,7 +415,8 @@ class RangeStream extends Readable {
     private readonly path: string,
     private readonly start: number,
     size: number,
-    private readonly hash: Hash | undefined,
+    /** Hashes what the stream reads (the part's start state, continued). */
+    readonly hash: Hash | undefined,
     private readonly onRead: ((position: number) => void) | undefined,
   ) {
     super({ highWaterMark: FILE_CHUNK });

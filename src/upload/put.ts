@@ -6,7 +6,9 @@
  * one part ahead, and if it ends inside that part (and under the threshold) it is one plain put
  * of those bytes instead. A file's parts are byte ranges streamed from disk (no part is held in
  * memory); a stream's or bytes' parts go through pooled part buffers. For a huge known size the
- * part size is raised (in whole MiB) so the object fits in the protocol's part count.
+ * part size is raised (in whole MiB) so the object fits in the protocol's part count. Where the
+ * protocol records a SHA-256 at completion (`digestAtComplete`, Azure), a put in parts without
+ * one computes it from the bytes sent, so that fetches can check the object.
  *
  * @module
  */
@@ -55,6 +57,9 @@ export async function putObject(
     }
     size = source.length;
   }
+  // A protocol that records a SHA-256 at completion gets one of the bytes sent (parts.ts proves
+  // they are the bytes hashed), unless the caller gave its own.
+  const digest = options.sha256 === undefined && protocol.digestAtComplete === true;
   let parts: PartSource | undefined;
   let failed = true;
   try {
@@ -72,6 +77,7 @@ export async function putObject(
       }
       const file = await FileParts.open(source, {
         partSize: partSizeFor(settings.partSize, size, protocol),
+        digest,
       });
       parts = file;
       if (file.size !== size) {
@@ -88,6 +94,7 @@ export async function putObject(
         partSize,
         pool: target.pool,
         expectedSize: size,
+        digest,
       });
       parts = buffered;
       if (size === undefined) {

@@ -293,14 +293,21 @@ class NetworkTrials {
     abortable = false,
   ): Promise<Outcome> {
     this.proxy.set([trial.rule]);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await fn();
+      // An operation that never settles is a finding of its own, reported as one (a trial must
+      // not hold the whole run until the test's timeout, and hide every other figure).
+      const hung = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Hung(HANG_MS)), HANG_MS);
+      });
+      await Promise.race([fn(), hung]);
       return { ok: true };
     } catch (error) {
       const typed = error instanceof ProvcatError && [6, 7].includes(exitCodeOf(error));
       const aborted = abortable && isAbort(error);
       return failure(error, typed, aborted);
     } finally {
+      clearTimeout(timer);
       this.proxy.set([]);
     }
   }
@@ -308,7 +315,9 @@ class NetworkTrials {
   /** Count a failure: typed (or an abort the trial asked for) is allowed; anything else is not. */
   private failed(trial: Trial, outcome: Outcome, repro: string): void {
     if (outcome.ok) return;
-    if (trial.rule.kind === 'latency') {
+    if (outcome.error instanceof Hung) {
+      this.figures.violation('failedRuns', `${trial.label}: ${outcome.what} — ${repro}`);
+    } else if (trial.rule.kind === 'latency') {
       this.figures.violation(
         'failedRuns',
         `${trial.label} failed under latency alone: ${outcome.what} — ${repro}`,
@@ -762,5 +771,16 @@ class WrongBytes extends Error {
   constructor(readonly diff: string[]) {
     super(diff.slice(0, 3).join(', '));
     this.name = 'WrongBytes';
+  }
+}
+
+/** How long an operation of a trial may take before it counts as hung (no bound of its own). */
+const HANG_MS = 30_000;
+
+/** An operation of a trial that had not settled after {@link HANG_MS}. */
+class Hung extends Error {
+  constructor(ms: number) {
+    super(`the operation never settled (still running after ${ms / 1000} s)`);
+    this.name = 'Hung';
   }
 }

@@ -32,8 +32,10 @@ import {
   type SuiteContext,
 } from './fault-config.js';
 import { Figures } from './fault-figures.js';
+import { flipChecks } from './fault-flip.js';
 import { killLoop } from './fault-kills.js';
 import { networkTrials } from './fault-network.js';
+import { partResendChecks, resetAnswerChecks } from './fault-parts.js';
 import type { ConformanceTarget } from './target.js';
 
 export { type FaultConfig, faultConfig, KNOWN_FINDINGS } from './fault-config.js';
@@ -136,6 +138,10 @@ export function faultSuite(target: ConformanceTarget, options: FaultSuiteOptions
 
     // The parts run side by side unless the store writes into local folders the SIGKILL loop
     // scans for temps (a network trial's live temp would look orphaned there).
+    partResendChecks(target);
+    flipChecks(target);
+    resetAnswerChecks(target);
+
     const test = target.network && !target.localDirs?.length ? it.concurrent : it;
     if (target.network) {
       test(
