@@ -1,6 +1,6 @@
 // Run one of the project's TypeScript test-server entry points in the foreground:
 //
-//   node scripts/run-test-server.mjs test/servers/azure-versions/cli.ts --port 10000
+//   node scripts/run-test-server.mjs servers/azure-versions/cli.ts --port 10000
 //
 // (what `npm run server:azure-versions` and `npm run server:azurite` do). Why this way: Node 20
 // cannot run TypeScript itself, and the test servers are not part of the package that `npm run
@@ -20,7 +20,7 @@ if (!entry?.endsWith('.ts')) {
   process.exit(2);
 }
 const name = path
-  .relative(path.join(repo, 'test', 'servers'), path.resolve(repo, entry))
+  .relative(path.join(repo, 'servers'), path.resolve(repo, entry))
   .replace(/\.ts$/, '')
   .replaceAll(path.sep, '-');
 const out = path.join(repo, 'dist', 'test-servers');

@@ -19,8 +19,6 @@ export {
   type LogEntry,
   loadCommit,
 } from './commits/index.js';
-export type { DeleteFolderOptions, DeleteFolderResult } from './delete-folder.js';
-export type { DiffChange, DiffFile, DiffOptions, DiffResult } from './diff.js';
 export type {
   BodySink,
   ByteRange,
@@ -43,8 +41,8 @@ export type {
   SignalOptions,
   UploadObjectOptions,
   VersionRecord,
-} from './driver.js';
-export { type Entry, type EntryJson, entryToJson } from './entry.js';
+} from './contract/primitives.js';
+export { type Entry, type EntryJson, entryToJson } from './core/entry.js';
 export {
   Exists,
   exitCodeOf,
@@ -67,9 +65,28 @@ export {
   StoreError,
   UploadStalled,
   UriError,
-} from './errors.js';
+} from './core/errors.js';
+export {
+  backoffMs,
+  isRetryable,
+  RETRY_ATTEMPTS,
+  RETRY_BASE_MS,
+  RETRY_CAP_MS,
+  type RetryOptions,
+  withRetries,
+} from './core/retry.js';
+export { type At, toUri, Uri } from './core/uri.js';
+export { type ServiceFailure, serviceError } from './driver-kit/service-errors.js';
+export type { DeleteFolderOptions, DeleteFolderResult } from './folders/delete-folder.js';
+export type { DiffChange, DiffFile, DiffOptions, DiffResult } from './folders/diff.js';
+export type {
+  CommitFromOptions,
+  CommitFromResult,
+  PushAction,
+  PushOptions,
+  PushResult,
+} from './folders/push.js';
 export * from './lake/index.js';
-
 export {
   type CallOptions,
   type CommitCallOptions,
@@ -80,25 +97,13 @@ export {
   ObjectStore,
   type PutCallOptions,
   type WalkOptions,
-} from './object-store.js';
-export type {
-  CommitFromOptions,
-  CommitFromResult,
-  PushAction,
-  PushOptions,
-  PushResult,
-} from './push/push.js';
-export { type DriverFactory, registerDriver, registeredSchemes, storeFor } from './registry.js';
+} from './store/object-store.js';
 export {
-  backoffMs,
-  isRetryable,
-  RETRY_ATTEMPTS,
-  RETRY_BASE_MS,
-  RETRY_CAP_MS,
-  type RetryOptions,
-  withRetries,
-} from './retry.js';
-export { type ServiceFailure, serviceError } from './service-errors.js';
+  type DriverFactory,
+  registerDriver,
+  registeredSchemes,
+  storeFor,
+} from './store/registry.js';
 export {
   ADAPTIVE_MAX_CONCURRENCY,
   offlineFromEnv,
@@ -106,7 +111,7 @@ export {
   type ProgressCallback,
   Store,
   type StoreOptions,
-} from './store.js';
+} from './store/store.js';
 export {
   DEFAULT_STALL_TIMEOUT_MS,
   partSizeFor,
@@ -114,4 +119,3 @@ export {
   type UploadSettingsOptions,
   uploadSettings,
 } from './upload/settings.js';
-export { type At, toUri, Uri } from './uri.js';

@@ -10,17 +10,17 @@ import { randomUUID } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type { BlobItem, BlobServiceClient, BlockBlobClient, Pipeline } from '@azure/storage-blob';
-import { missingBucket } from '../../src/bucket-state.js';
-import type * as D from '../../src/driver.js';
-import * as E from '../../src/errors.js';
-import { checkByteRange } from '../../src/exact-bytes.js';
-import { type Lazy, lazy, lazyModule } from '../../src/lazy-module.js';
-import { inUtf8Order, utf8Pages } from '../../src/listing-order.js';
-import { ObjectStore } from '../../src/object-store.js';
-import { pageSize, tokenPages } from '../../src/paging.js';
-import { RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS } from '../../src/retry.js';
-import { exactDownload, sendSized } from '../../src/sized-body.js';
-import { historyOf, newerIdFirst } from '../../src/version-history.js';
+import type * as D from '../../src/contract/primitives.js';
+import * as E from '../../src/core/errors.js';
+import { RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS } from '../../src/core/retry.js';
+import { missingBucket } from '../../src/driver-kit/bucket-state.js';
+import { checkByteRange } from '../../src/driver-kit/exact-bytes.js';
+import { type Lazy, lazy, lazyModule } from '../../src/driver-kit/lazy-module.js';
+import { inUtf8Order, utf8Pages } from '../../src/driver-kit/listing-order.js';
+import { pageSize, tokenPages } from '../../src/driver-kit/paging.js';
+import { exactDownload, sendSized } from '../../src/driver-kit/sized-body.js';
+import { historyOf, newerIdFirst } from '../../src/driver-kit/version-history.js';
+import { ObjectStore } from '../../src/store/object-store.js';
 import { AzureBlocks } from './blocks.js';
 import { type AzureConfig, type AzureStoreOptions, resolveAzureConfig } from './config.js';
 import { azUriText, type AzureErrorContext as Ctx, mapAzureError } from './errors.js';
@@ -375,7 +375,7 @@ export class AzureStore extends ObjectStore {
   }
 
   /**
-   * List Blobs with `include=versions`, in UTF-8 order, into history (src/version-history.ts): a
+   * List Blobs with `include=versions`, in UTF-8 order, into history (src/driver-kit/version-history.ts): a
    * blob without a current version gets a delete marker. A missing container yields nothing.
    */
   override async *_history(c: string, prefix: string, o: Opts = {}) {

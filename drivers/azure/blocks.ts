@@ -8,8 +8,8 @@
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { BlockBlobClient } from '@azure/storage-blob';
-import type * as D from '../../src/driver.js';
-import { NotFound, StoreError } from '../../src/errors.js';
+import type * as D from '../../src/contract/primitives.js';
+import { NotFound, StoreError } from '../../src/core/errors.js';
 import type { AzureStore } from './azure-store.js';
 import { infoOf } from './lean.js';
 

@@ -8,8 +8,8 @@
  */
 import type { TokenCredential } from '@azure/identity';
 import type { BlobServiceClient } from '@azure/storage-blob';
-import { envSwitch, envText } from '../../src/env-settings.js';
-import type { StoreOptions } from '../../src/store.js';
+import { envSwitch, envText } from '../../src/driver-kit/env-settings.js';
+import type { StoreOptions } from '../../src/store/store.js';
 
 /** The storage emulators' development account (public, documented by Microsoft). */
 const DEV_ACCOUNT = 'devstoreaccount1';

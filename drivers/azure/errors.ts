@@ -1,13 +1,13 @@
 /**
- * Azure errors read off the SDK's `RestError` into the one status map (src/service-errors.ts).
+ * Azure errors read off the SDK's `RestError` into the one status map (src/driver-kit/service-errors.ts).
  * A failed `If-None-Match: *` is 409 or 412 by operation (both Exists on a create); a `versionid`
  * Azure calls malformed names no version (NotFound). HEAD answers carry the code in a header only.
  *
  * @module
  */
-import type { ProvcatError } from '../../src/errors.js';
-import { serviceError } from '../../src/service-errors.js';
-import { uriText } from '../../src/uri.js';
+import type { ProvcatError } from '../../src/core/errors.js';
+import { uriText } from '../../src/core/uri.js';
+import { serviceError } from '../../src/driver-kit/service-errors.js';
 
 /** What an Azure call was about, for messages and for the create rule. */
 export interface AzureErrorContext {

@@ -9,8 +9,8 @@
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import type { Agent } from 'node:http';
 import type { BlobGetPropertiesResponse } from '@azure/storage-blob';
-import type * as D from '../../src/driver.js';
-import { StoreError } from '../../src/errors.js';
+import type * as D from '../../src/contract/primitives.js';
+import { StoreError } from '../../src/core/errors.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';
 import { leanGet, leanGetResult } from '../../src/net/lean-get.js';
 import { getText, textAgent } from '../../src/net/text-get.js';

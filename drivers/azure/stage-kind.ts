@@ -9,7 +9,7 @@
 import type { BlobServiceClient } from '@azure/storage-blob';
 import { bucketStageKind } from '../../src/lake/bucket-stage.js';
 import { checkEndpoint, fail } from '../../src/lake/descriptor-fields.js';
-import type { StageDescriptor, StageKind } from '../../src/lake/kinds.js';
+import type { StageDescriptor, StageKind } from '../../src/lake/stage-kinds.js';
 import { resolveAzureConfig } from './config.js';
 
 /** A stage in one Azure Blob container, below one prefix. */

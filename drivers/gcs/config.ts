@@ -9,8 +9,8 @@
  * @module
  */
 import type { Storage } from '@google-cloud/storage';
-import { envSwitch, envText } from '../../src/env-settings.js';
-import type { StoreOptions } from '../../src/store.js';
+import { envSwitch, envText } from '../../src/driver-kit/env-settings.js';
+import type { StoreOptions } from '../../src/store/store.js';
 
 /** Resumable chunks other than the last are multiples of this (256 KiB). */
 export const CHUNK_QUANTUM = 256 * 1024;

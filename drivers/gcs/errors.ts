@@ -1,15 +1,15 @@
 /**
  * GCS errors, read off what the SDK or the driver's own requests threw, through the one status
- * map of every driver (src/service-errors.ts); a create's 412 and a bucket creation's 409 are
+ * map of every driver (src/driver-kit/service-errors.ts); a create's 412 and a bucket creation's 409 are
  * Exists. The SDK reports the status two ways: its JSON calls throw an `ApiError` whose `code` is
  * the status; a resumable session's start throws the transport's error, with `status` (its
  * `code` may be a socket error's name). Both are read.
  *
  * @module
  */
-import type { ProvcatError } from '../../src/errors.js';
-import { serviceError } from '../../src/service-errors.js';
-import { uriText } from '../../src/uri.js';
+import type { ProvcatError } from '../../src/core/errors.js';
+import { uriText } from '../../src/core/uri.js';
+import { serviceError } from '../../src/driver-kit/service-errors.js';
 
 /** What a GCS call was about: bucket, key and operation (`head`, `create`, `makeBucket`, ...). */
 export interface GcsErrorContext {

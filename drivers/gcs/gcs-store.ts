@@ -13,18 +13,22 @@
  */
 import { debuglog } from 'node:util';
 import type { Storage } from '@google-cloud/storage';
-import { missingBucket, requireVersioning, versioningMemo } from '../../src/bucket-state.js';
-import { raceAbort } from '../../src/concurrency.js';
-import type * as D from '../../src/driver.js';
-import { isAbort, NotFound, ObjectIntegrityError, StoreError } from '../../src/errors.js';
-import { checkByteRange } from '../../src/exact-bytes.js';
-import { lazy, lazyModule } from '../../src/lazy-module.js';
+import type * as D from '../../src/contract/primitives.js';
+import { raceAbort } from '../../src/core/concurrency.js';
+import { isAbort, NotFound, ObjectIntegrityError, StoreError } from '../../src/core/errors.js';
+import { isRetryable, RETRY_ATTEMPTS, withRetries } from '../../src/core/retry.js';
+import {
+  missingBucket,
+  requireVersioning,
+  versioningMemo,
+} from '../../src/driver-kit/bucket-state.js';
+import { checkByteRange } from '../../src/driver-kit/exact-bytes.js';
+import { lazy, lazyModule } from '../../src/driver-kit/lazy-module.js';
+import { pageSize, tokenPages } from '../../src/driver-kit/paging.js';
+import { historyOf } from '../../src/driver-kit/version-history.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';
 import { leanGet, leanGetResult } from '../../src/net/lean-get.js';
-import { ObjectStore } from '../../src/object-store.js';
-import { pageSize, tokenPages } from '../../src/paging.js';
-import { isRetryable, RETRY_ATTEMPTS, withRetries } from '../../src/retry.js';
-import { historyOf } from '../../src/version-history.js';
+import { ObjectStore } from '../../src/store/object-store.js';
 import { type GcsConfig, type GcsStoreOptions, resolveGcsConfig } from './config.js';
 import { type GcsErrorContext, gcsUriText, mapGcsError, statusError, statusOf } from './errors.js';
 import * as api from './json-api.js';
@@ -240,7 +244,7 @@ export class GcsStore extends ObjectStore {
     return this.call(at, sdk, signal);
   }
 
-  /** Listing pages (`limit`: `maxResults`, counting objects and prefixes; src/paging.ts). */
+  /** Listing pages (`limit`: `maxResults`, counting objects and prefixes; src/driver-kit/paging.ts). */
   private listPages(bucket: string, prefix: string, o: D.PagesOptions & { versions?: true }) {
     const context = { bucket, key: prefix, op: o.versions ? 'history' : 'list' };
     const params = {

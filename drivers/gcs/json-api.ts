@@ -8,9 +8,9 @@
  *
  * @module
  */
-import type { ObjectInfo } from '../../src/driver.js';
-import { StoreError } from '../../src/errors.js';
-import type { ListedVersion } from '../../src/version-history.js';
+import type { ObjectInfo } from '../../src/contract/primitives.js';
+import { StoreError } from '../../src/core/errors.js';
+import type { ListedVersion } from '../../src/driver-kit/version-history.js';
 import { gcsUriText } from './errors.js';
 
 /** The fields of an object resource the driver reads (`timeDeleted`: a noncurrent generation). */
@@ -62,7 +62,7 @@ export function objectInfo(bucket: string, o: ObjectResource): ObjectInfo {
   };
 }
 
-/** A generation of a `versions=true` listing as src/version-history.ts takes it. */
+/** A generation of a `versions=true` listing as src/driver-kit/version-history.ts takes it. */
 export function listedVersion(bucket: string, o: ObjectResource): ListedVersion {
   const { key, versionId, size, etag, lastModified } = objectInfo(bucket, o);
   const deletedAt = o.timeDeleted === undefined ? undefined : new Date(o.timeDeleted);

@@ -11,10 +11,10 @@
  */
 import { Readable } from 'node:stream';
 import type { Storage } from '@google-cloud/storage';
-import { DEFAULT_CONTENT_TYPE } from '../../src/content-type.js';
-import type * as D from '../../src/driver.js';
-import { isAbort, NotSupported, StoreError } from '../../src/errors.js';
-import { withRetries } from '../../src/retry.js';
+import type * as D from '../../src/contract/primitives.js';
+import { DEFAULT_CONTENT_TYPE } from '../../src/core/content-type.js';
+import { isAbort, NotSupported, StoreError } from '../../src/core/errors.js';
+import { withRetries } from '../../src/core/retry.js';
 import { CHUNK_QUANTUM } from './config.js';
 import { gcsUriText, mapGcsError, statusError } from './errors.js';
 import { type ObjectResource, objectInfo } from './json-api.js';

@@ -16,11 +16,11 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
-import { DEFAULT_CONTENT_TYPE } from '../../src/content-type.js';
-import type * as D from '../../src/driver.js';
-import { isAbort, StoreError } from '../../src/errors.js';
-import { exactBytes } from '../../src/exact-bytes.js';
-import { withRetries } from '../../src/retry.js';
+import type * as D from '../../src/contract/primitives.js';
+import { DEFAULT_CONTENT_TYPE } from '../../src/core/content-type.js';
+import { isAbort, StoreError } from '../../src/core/errors.js';
+import { withRetries } from '../../src/core/retry.js';
+import { exactBytes } from '../../src/driver-kit/exact-bytes.js';
 import { type GcsErrorContext, gcsUriText, mapGcsError, statusError } from './errors.js';
 import { type ObjectResource, objectInfo } from './json-api.js';
 
@@ -75,7 +75,7 @@ async function send(
   md5: string | undefined,
 ): Promise<D.ObjectInfo> {
   const boundary = `provcat-${randomBytes(12).toString('hex')}`;
-  // Always a type (the core decides it, src/content-type.ts): never one GCS infers.
+  // Always a type (the core decides it, src/core/content-type.ts): never one GCS infers.
   const contentType = o.contentType ?? DEFAULT_CONTENT_TYPE;
   const metadata: Record<string, string> = { name: context.key as string, contentType };
   if (md5 !== undefined) metadata.md5Hash = md5;

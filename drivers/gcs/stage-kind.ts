@@ -12,7 +12,7 @@
 import type { Storage } from '@google-cloud/storage';
 import { bucketStageKind } from '../../src/lake/bucket-stage.js';
 import { checkEndpoint } from '../../src/lake/descriptor-fields.js';
-import type { StageDescriptor, StageKind } from '../../src/lake/kinds.js';
+import type { StageDescriptor, StageKind } from '../../src/lake/stage-kinds.js';
 import { resolveGcsConfig } from './config.js';
 
 /** A stage in one GCS bucket, below one key prefix (`''`: the whole bucket). */

@@ -38,7 +38,7 @@ import { type BigIntStats, existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { debuglog } from 'node:util';
-import { abortError, StoreError } from '../../src/errors.js';
+import { abortError, StoreError } from '../../src/core/errors.js';
 
 const debug = debuglog('provcat:local');
 

@@ -9,7 +9,7 @@
  *     <ticks>-<rand>.<size>            one version with bytes copied by the kernel (no MD5)
  *     <ticks>-<rand>.x                 a delete marker (an empty file)
  *     .lock/                           the per-key writer lock (proper-lockfile), while held
- *     .tmp-<pid>-<host>-<rand>         a write in progress (ignored by readers; src/fs-atomic.ts)
+ *     .tmp-<pid>-<host>-<rand>         a write in progress (ignored by readers; src/core/fs-atomic.ts)
  *   v.<seg>.<version file name>        listing index: one empty file per version of `seg`
  *   p.<seg>                            "a write to `seg` is in progress (or crashed)"
  *   dh.<sha256>/, oh.<sha256>/,        the same for a segment whose escaped name is longer than
@@ -49,7 +49,7 @@
  * @module
  */
 import { randomBytes } from 'node:crypto';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/core/digest.js';
 
 /**
  * The longest escaped segment used as is in entry names; longer ones are hashed. An index entry

@@ -17,7 +17,7 @@
  * - Version files and index entries are immutable once published and never removed, so readers
  *   take no lock: the newest version of a key is the largest version file name.
  * - A writer killed before its rename leaves only a temp file; the next write into the key's
- *   directory removes the temps of writers that are gone (`judgeTemp`, src/fs-atomic.ts). A key
+ *   directory removes the temps of writers that are gone (`judgeTemp`, src/core/fs-atomic.ts). A key
  *   that is never written again (a commit object, named by its ID) is covered by its folder: the
  *   first write into a folder directory in a process also sweeps every object directory there
  *   that has no version yet (an `o.` entry without index entries or a pending marker — only a
@@ -47,7 +47,6 @@ import { addAbortSignal, type Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import envPaths from 'env-paths';
 import lockfile from 'proper-lockfile';
-import { missingBucket } from '../../src/bucket-state.js';
 import type {
   Capabilities,
   GetOptions,
@@ -59,13 +58,21 @@ import type {
   PutSource,
   SignalOptions,
   VersionRecord,
-} from '../../src/driver.js';
-import { Exists, isAbort, NotFound, ProvcatError, StoreError, UriError } from '../../src/errors.js';
-import { ABANDONED_TEMP_AGE_MS, judgeTemp, tempName } from '../../src/fs-atomic.js';
-import { compareUtf8 } from '../../src/keys.js';
-import { ObjectStore } from '../../src/object-store.js';
-import type { StoreOptions } from '../../src/store.js';
-import { encodeSegment, segmentProblem, Uri } from '../../src/uri.js';
+} from '../../src/contract/primitives.js';
+import {
+  Exists,
+  isAbort,
+  NotFound,
+  ProvcatError,
+  StoreError,
+  UriError,
+} from '../../src/core/errors.js';
+import { ABANDONED_TEMP_AGE_MS, judgeTemp, tempName } from '../../src/core/fs-atomic.js';
+import { compareUtf8 } from '../../src/core/keys.js';
+import { encodeSegment, segmentProblem, Uri } from '../../src/core/uri.js';
+import { missingBucket } from '../../src/driver-kit/bucket-state.js';
+import { ObjectStore } from '../../src/store/object-store.js';
+import type { StoreOptions } from '../../src/store/store.js';
 import { copyFromFile } from './file-copy.js';
 import {
   etagOf,
@@ -505,7 +512,7 @@ export class LocalStore extends ObjectStore {
 
   /**
    * Remove the temp files of writers that are gone: a process of this machine that no longer
-   * runs, or a writer that has not touched its temp for an hour (`judgeTemp`, src/fs-atomic.ts).
+   * runs, or a writer that has not touched its temp for an hour (`judgeTemp`, src/core/fs-atomic.ts).
    */
   async #sweepTemps(dir: string, names: string[]): Promise<void> {
     for (const name of names) {

@@ -48,7 +48,7 @@ import type {
   ObjectInfo,
   PartProtocol,
   SignalOptions,
-} from '../../src/driver.js';
+} from '../../src/contract/primitives.js';
 import {
   Exists,
   NotFound,
@@ -56,9 +56,9 @@ import {
   ObjectIntegrityError,
   PreconditionFailed,
   StoreError,
-} from '../../src/errors.js';
-import { fsyncDir, tempPathFor } from '../../src/fs-atomic.js';
-import { compareUtf8 } from '../../src/keys.js';
+} from '../../src/core/errors.js';
+import { fsyncDir, tempPathFor } from '../../src/core/fs-atomic.js';
+import { compareUtf8 } from '../../src/core/keys.js';
 import type { StageBackend } from '../../src/lake/backend.js';
 
 import { fsError, infoOf, keyProblemOf, MARKERS, UPLOADING, writeSynced } from './stage-io.js';

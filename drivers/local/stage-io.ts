@@ -6,9 +6,14 @@
  */
 import { type FileHandle, open } from 'node:fs/promises';
 import { debuglog } from 'node:util';
-import type { ObjectInfo } from '../../src/driver.js';
-import { NotFound, ObjectIntegrityError, PermissionDenied, StoreError } from '../../src/errors.js';
-import { segmentProblem } from '../../src/uri.js';
+import type { ObjectInfo } from '../../src/contract/primitives.js';
+import {
+  NotFound,
+  ObjectIntegrityError,
+  PermissionDenied,
+  StoreError,
+} from '../../src/core/errors.js';
+import { segmentProblem } from '../../src/core/uri.js';
 
 /** Debug output of the local stage (`NODE_DEBUG=provcat:lake`). */
 export const debug = debuglog('provcat:lake');

@@ -13,8 +13,8 @@
 import { fileURLToPath } from 'node:url';
 import { checkFields, fail, normalizeRoot } from '../../src/lake/descriptor-fields.js';
 import { StageConfigError } from '../../src/lake/errors.js';
-import type { StageDescriptor, StageKind } from '../../src/lake/kinds.js';
-import { fileLocations, fileUriSegments } from '../../src/lake/locations.js';
+import { fileLocations, fileUriSegments } from '../../src/lake/location-keys.js';
+import type { StageDescriptor, StageKind } from '../../src/lake/stage-kinds.js';
 
 /** A stage whose objects are plain files under `root`. */
 export interface LocalStageDescriptor extends StageDescriptor {

@@ -29,9 +29,9 @@ import type {
   PartProtocol,
   PartUpload,
   UploadObjectOptions,
-} from '../../src/driver.js';
-import { ObjectIntegrityError, StoreError } from '../../src/errors.js';
-import { fsyncDir, isRunning } from '../../src/fs-atomic.js';
+} from '../../src/contract/primitives.js';
+import { ObjectIntegrityError, StoreError } from '../../src/core/errors.js';
+import { fsyncDir, isRunning } from '../../src/core/fs-atomic.js';
 
 import type { StageFiles } from './stage-files.js';
 import {

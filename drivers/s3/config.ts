@@ -16,8 +16,8 @@
  * @module
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import { envSwitch, envText } from '../../src/env-settings.js';
-import type { StoreOptions } from '../../src/store.js';
+import { envSwitch, envText } from '../../src/driver-kit/env-settings.js';
+import type { StoreOptions } from '../../src/store/store.js';
 import {
   DEFAULT_PART_SIZE,
   DEFAULT_PARTS_IN_FLIGHT,

@@ -1,6 +1,6 @@
 /**
  * S3 errors read off the SDK's exceptions and handed to the one status map of every driver
- * (src/service-errors.ts): 404 and the `NoSuch*` codes are NotFound, 401/403 PermissionDenied,
+ * (src/driver-kit/service-errors.ts): 404 and the `NoSuch*` codes are NotFound, 401/403 PermissionDenied,
  * a failed `If-None-Match: *` (412, or 409 `ConditionalRequestConflict`) on a create Exists, any
  * other 412 PreconditionFailed, everything else StoreError with `status`.
  *
@@ -9,9 +9,9 @@
  *
  * @module
  */
-import type { ProvcatError } from '../../src/errors.js';
-import { serviceError } from '../../src/service-errors.js';
-import { uriText } from '../../src/uri.js';
+import type { ProvcatError } from '../../src/core/errors.js';
+import { uriText } from '../../src/core/uri.js';
+import { serviceError } from '../../src/driver-kit/service-errors.js';
 
 /** What an S3 call was about, for messages and for the create rule. */
 export interface S3ErrorContext {

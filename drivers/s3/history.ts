@@ -24,7 +24,7 @@ import type {
   ListObjectVersionsCommandOutput,
   ObjectVersion,
 } from '@aws-sdk/client-s3';
-import { StoreError } from '../../src/errors.js';
+import { StoreError } from '../../src/core/errors.js';
 import type { LeanVersionEntry, LeanVersionPage } from './lean.js';
 
 /** One entry of a version listing page, in the store's order. */

@@ -7,8 +7,8 @@
  * @module
  */
 
-// The source errors are the core's (src/errors.ts), exported here too for older imports.
-export { PartLimitExceeded, SourceChanged, SourceError } from '../../src/errors.js';
+// The source errors are the core's (src/core/errors.ts), exported here too for older imports.
+export { PartLimitExceeded, SourceChanged, SourceError } from '../../src/core/errors.js';
 export {
   type ChecksumSetting,
   type CreateFallback,

@@ -21,7 +21,7 @@
  *   the client uses by default;
  * - the endpoint: for an explicit endpoint with path-style addressing the route is
  *   `endpoint/bucket/` signed for the configured region — exactly what the SDK's endpoint ruleset
- *   resolves there (test/s3-lean.test.ts compares the two). Anywhere else (AWS's virtual hosts,
+ *   resolves there (test/drivers/s3-lean.test.ts compares the two). Anywhere else (AWS's virtual hosts,
  *   FIPS, dual-stack, access points) the route is taken from the SDK's own resolution of an
  *   earlier request of the same kind to the same bucket (GetObject or HeadObject for objects,
  *   ListObjectsV2 for listings), recorded by a middleware on the store's client; until the SDK
@@ -54,9 +54,9 @@ import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import { type Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import type { Agent as HttpsAgent } from 'node:https';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { EMPTY_SHA256, hmacSha256Hex, sha256Hex } from '../../src/digest.js';
-import type { ByteRange } from '../../src/driver.js';
-import { isAbort, StoreError } from '../../src/errors.js';
+import type { ByteRange } from '../../src/contract/primitives.js';
+import { EMPTY_SHA256, hmacSha256Hex, sha256Hex } from '../../src/core/digest.js';
+import { isAbort, StoreError } from '../../src/core/errors.js';
 import { nodeHttps } from '../../src/net/builtins.js';
 import {
   type DownloadFallback,
@@ -359,7 +359,7 @@ interface SignerPieces {
  * signing-key derivation.
  * What is written here is SigV4's fixed frame around them: the string to sign (algorithm, date,
  * scope, the canonical request's SHA-256) and the Authorization header, exactly as the SDK's
- * `signRequest` builds them; test/s3-lean.test.ts checks the headers equal the SDK's `sign` for
+ * `signRequest` builds them; test/drivers/s3-lean.test.ts checks the headers equal the SDK's `sign` for
  * every shape the lean path sends. A request this does not cover (no payload hash header, or a
  * header the SDK would drop and regenerate) and an SDK release without these members go to the
  * SDK's `sign` itself.

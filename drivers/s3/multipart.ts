@@ -24,8 +24,8 @@ import type {
   PartUpload,
   SignalOptions,
   UploadObjectOptions,
-} from '../../src/driver.js';
-import { isAbort, NotFound, StoreError } from '../../src/errors.js';
+} from '../../src/contract/primitives.js';
+import { isAbort, NotFound, StoreError } from '../../src/core/errors.js';
 import type { UploadTarget } from '../../src/upload/engine.js';
 import { MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE } from './config.js';
 import { mapS3Error, s3UriText } from './errors.js';

@@ -36,8 +36,8 @@ import { readFile, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { sha256Hex } from '../../src/digest.js';
-import { writeFileAtomic } from '../../src/fs-atomic.js';
+import { sha256Hex } from '../../src/core/digest.js';
+import { writeFileAtomic } from '../../src/core/fs-atomic.js';
 import type { Route } from './lean.js';
 
 /** Stored routes older than this (24 hours) are ignored. */

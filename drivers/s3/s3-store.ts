@@ -41,12 +41,6 @@ import type {
   ListObjectsV2CommandOutput,
   S3Client,
 } from '@aws-sdk/client-s3';
-import {
-  BucketMemo,
-  missingBucket,
-  requireVersioning,
-  versioningMemo,
-} from '../../src/bucket-state.js';
 import type {
   Capabilities,
   CreateMode,
@@ -61,7 +55,7 @@ import type {
   PutSource,
   SignalOptions,
   VersionRecord,
-} from '../../src/driver.js';
+} from '../../src/contract/primitives.js';
 import {
   Exists,
   isAbort,
@@ -71,13 +65,19 @@ import {
   type ProvcatError,
   SourceError,
   StoreError,
-} from '../../src/errors.js';
-import { checkByteRange, exactBytes } from '../../src/exact-bytes.js';
+} from '../../src/core/errors.js';
+import {
+  BucketMemo,
+  missingBucket,
+  requireVersioning,
+  versioningMemo,
+} from '../../src/driver-kit/bucket-state.js';
+import { checkByteRange, exactBytes } from '../../src/driver-kit/exact-bytes.js';
+import { pageSize } from '../../src/driver-kit/paging.js';
 import { nodeHttps } from '../../src/net/builtins.js';
 import { Http1Pool, type Http1Response, type WholeResponse } from '../../src/net/http1-download.js';
 import { leanGetResult } from '../../src/net/lean-get.js';
-import { ObjectStore } from '../../src/object-store.js';
-import { pageSize } from '../../src/paging.js';
+import { ObjectStore } from '../../src/store/object-store.js';
 import {
   type CreateFallback,
   resolveS3Config,

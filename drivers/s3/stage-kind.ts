@@ -18,7 +18,7 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import { bucketStageKind } from '../../src/lake/bucket-stage.js';
 import { checkEndpoint, fail } from '../../src/lake/descriptor-fields.js';
-import type { StageDescriptor, StageKind } from '../../src/lake/kinds.js';
+import type { StageDescriptor, StageKind } from '../../src/lake/stage-kinds.js';
 import { resolveS3Config } from './config.js';
 
 /** A stage in one S3 bucket, below one key prefix. */

@@ -84,9 +84,9 @@ import {
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import envPaths from 'env-paths';
-import { sha256Hex } from '../digest.js';
-import type { GetResult } from '../driver.js';
-import { StoreError, UriError } from '../errors.js';
+import type { GetResult } from '../contract/primitives.js';
+import { sha256Hex } from '../core/digest.js';
+import { StoreError, UriError } from '../core/errors.js';
 import {
   fsyncDir,
   isAbandonedTemp,
@@ -94,9 +94,9 @@ import {
   tempName,
   tempPathFor,
   writeFileAtomic,
-} from '../fs-atomic.js';
+} from '../core/fs-atomic.js';
+import { segmentProblem } from '../core/uri.js';
 import { FileSink } from '../net/file-sink.js';
-import { segmentProblem } from '../uri.js';
 import {
   type ContentDigest,
   checkDigest,
@@ -223,7 +223,7 @@ export class Cache {
 
   /**
    * Where a verified commit object is kept once read: `commits/<scheme>/<bucket>/<id>.json`.
-   * Write it with writeFileAtomic (src/fs-atomic.ts) and re-hash it on every read.
+   * Write it with writeFileAtomic (src/core/fs-atomic.ts) and re-hash it on every read.
    */
   commitPath(scheme: string, bucket: string, id: string): string {
     return path.join(this.root, 'commits', safeName(scheme), safeName(bucket), `${id}.json`);
@@ -921,7 +921,7 @@ export class Cache {
    * Free what no view uses: blobs that no fetched file, folder, pin or commit links to any more
    * (their link count is 1) and older than `minAgeMs` (default one hour, so a fetch running now
    * never loses a blob it is about to link), and, anywhere in the cache, temp files whose writer
-   * is gone (`isAbandonedTemp` in src/fs-atomic.ts: a dead pid on this host, or a day old),
+   * is gone (`isAbandonedTemp` in src/core/fs-atomic.ts: a dead pid on this host, or a day old),
    * whatever their age; a live writer's temp stays. Everything a view holds stays; a collected
    * version is downloaded again if needed. No link is followed.
    */
@@ -1022,7 +1022,7 @@ function abandonedTemp(full: string, name: string): boolean {
   return st?.isFile() === true && isAbandonedTemp(name, st.mtimeMs);
 }
 
-/** Throw unless `segment` is a safe single path component (see src/uri.ts). */
+/** Throw unless `segment` is a safe single path component (see src/core/uri.ts). */
 function checkSegment(segment: string, key: string): void {
   const problem = segmentProblem(segment);
   if (problem) throw new UriError(`key ${JSON.stringify(key)} cannot be cached: ${problem}`);

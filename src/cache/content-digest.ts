@@ -22,8 +22,8 @@
  */
 import crypto, { createHash, type Hash } from 'node:crypto';
 import { closeSync, constants as fsc, fstatSync, openSync, read, readSync } from 'node:fs';
-import type { GetResult } from '../driver.js';
-import { ObjectIntegrityError } from '../errors.js';
+import type { GetResult } from '../contract/primitives.js';
+import { ObjectIntegrityError } from '../core/errors.js';
 
 /** A digest the bytes must have. */
 export interface ContentDigest {

@@ -14,12 +14,12 @@
  */
 import { dirname } from 'node:path';
 import type { CommitFile } from '../commits/format.js';
-import { fileAt, filesUnder, loadCommit } from '../commits/load.js';
-import { forEachLimit } from '../concurrency.js';
-import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
-import { checkFolderKeys } from '../keys.js';
-import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
-import type { Uri } from '../uri.js';
+import { fileAt, filesUnder, loadCommit } from '../commits/read.js';
+import { forEachLimit } from '../core/concurrency.js';
+import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
+import { checkFolderKeys } from '../core/keys.js';
+import type { Uri } from '../core/uri.js';
+import type { FetchOptions, FetchResult, ObjectStore } from '../store/object-store.js';
 import {
   type FileRecord,
   lstatOrUndefined,

@@ -18,13 +18,13 @@
  */
 import path from 'node:path';
 import { debuglog } from 'node:util';
-import { type AdaptiveWindow, forEachAdaptive } from '../concurrency.js';
-import type { GetResult, ObjectInfo } from '../driver.js';
-import { NotFound, ObjectIntegrityError, OfflineMiss } from '../errors.js';
-import { checkFolderKeys } from '../keys.js';
-import type { FetchOptions, FetchResult, ObjectStore } from '../object-store.js';
-import { ADAPTIVE_MAX_CONCURRENCY } from '../store.js';
-import type { Uri } from '../uri.js';
+import type { GetResult, ObjectInfo } from '../contract/primitives.js';
+import { type AdaptiveWindow, forEachAdaptive } from '../core/concurrency.js';
+import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
+import { checkFolderKeys } from '../core/keys.js';
+import type { Uri } from '../core/uri.js';
+import type { FetchOptions, FetchResult, ObjectStore } from '../store/object-store.js';
+import { ADAPTIVE_MAX_CONCURRENCY } from '../store/store.js';
 import {
   type FileRecord,
   lstatOrUndefined,
@@ -559,7 +559,7 @@ const debug = debuglog('provcat:fetch');
 /**
  * The window of a folder fetch's downloads: fixed at the call's or the store's `concurrency`
  * when one was given, else starting at the store's default and growing while it pays
- * (src/concurrency.ts `forEachAdaptive`).
+ * (src/core/concurrency.ts `forEachAdaptive`).
  */
 function windowOf(
   store: ObjectStore,

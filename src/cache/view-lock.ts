@@ -26,7 +26,7 @@
  * @module
  */
 import * as fs from 'node:fs';
-import { StoreError } from '../errors.js';
+import { StoreError } from '../core/errors.js';
 
 /** A lock not refreshed for this long is taken over by the next fetch (ms). */
 export const LOCK_STALE_MS = 5000;

@@ -39,7 +39,7 @@ if (!given.includes('--interrupt-budget')) {
  * A reader of stdout that goes away (`provcat walk … | head -c 10`: EPIPE) ends every command
  * quietly with this status: nobody is left to want the output, and that is not a failure of the
  * command worth a stack trace (Node would raise the stream's `error` as an uncaught exception).
- * The same status `cat` gives (src/lake/cli.ts), not 0, so that `set -o pipefail` still sees
+ * The same status `cat` gives (src/cli/commands/lake.ts), not 0, so that `set -o pipefail` still sees
  * that the output was cut short. Any other failure to write stdout (ENOSPC, EIO) is reported on
  * stderr with status 1.
  */

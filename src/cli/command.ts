@@ -1,12 +1,12 @@
 /**
  * The shape of a CLI command, so that command groups can live beside the code they drive
- * (src/lake/cli.ts, ...) and src/cli/main.ts only registers them.
+ * (src/cli/commands/lake.ts, ...) and src/cli/main.ts only registers them.
  *
  * @module
  */
 import type { Writable } from 'node:stream';
 import type { ParseArgsConfig } from 'node:util';
-import type { ProgressCallback } from '../store.js';
+import type { ProgressCallback } from '../store/store.js';
 
 /** What a command gets besides its arguments. */
 export interface CliContext {
@@ -52,7 +52,7 @@ export interface Command {
   options: NonNullable<ParseArgsConfig['options']>;
   /** Smallest and largest number of positionals. */
   positionals: [min: number, max: number];
-  /** Run; throw typed errors (src/errors.ts) and a UsageError for bad usage. Returns the exit code (default 0). */
+  /** Run; throw typed errors (src/core/errors.ts) and a UsageError for bad usage. Returns the exit code (default 0). */
   run(args: CliArgs, ctx: CliContext): Promise<number | undefined>;
 }
 

@@ -9,10 +9,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { debuglog, parseArgs } from 'node:util';
-import { exitCodeOf } from '../errors.js';
-import { offlineFromEnv } from '../store.js';
+import { exitCodeOf } from '../core/errors.js';
+import { offlineFromEnv } from '../store/store.js';
 import { type CliArgs, type CliContext, type Command, UsageError } from './command.js';
-import { coreCommands } from './commands.js';
+import { coreCommands } from './commands/files.js';
 import { progressBar } from './progress.js';
 
 const debug = debuglog('provcat:cli');
@@ -26,21 +26,21 @@ const debug = debuglog('provcat:cli');
 const groups: { names: readonly string[]; load: () => Promise<Command[]> }[] = [
   {
     names: ['pin', 'commit', 'log', 'branch'],
-    load: async () => (await import('../commits/cli.js')).commitCommands,
+    load: async () => (await import('./commands/commits.js')).commitCommands,
   },
   {
     names: ['push', 'diff'],
-    load: async () => (await import('./folder-commands.js')).folderCommands,
+    load: async () => (await import('./commands/folders.js')).folderCommands,
   },
   {
     names: ['upload', 'cat', 'verify'],
-    load: async () => (await import('../lake/cli.js')).lakeCommands,
+    load: async () => (await import('./commands/lake.js')).lakeCommands,
   },
   {
     names: ['refs add', 'refs retire', 'refs ls', 'gc plan', 'gc apply', 'gc keep-set'],
-    load: async () => (await import('../lake/gc/cli.js')).gcCommands,
+    load: async () => (await import('./commands/gc.js')).gcCommands,
   },
-  { names: ['tour'], load: async () => [(await import('./tour.js')).tourCommand] },
+  { names: ['tour'], load: async () => [(await import('./commands/tour.js')).tourCommand] },
 ];
 
 /** Every command, in help order. */

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Writable } from 'node:stream';
-import type { Progress, ProgressCallback } from '../store.js';
+import type { Progress, ProgressCallback } from '../store/store.js';
 
 /** Human-readable bytes (binary units). */
 export function formatBytes(n: number): string {

@@ -18,12 +18,13 @@
  * @module
  */
 import { debuglog } from 'node:util';
-import { checkConcurrency, forEachLimit } from '../concurrency.js';
-import type { ObjectInfo } from '../driver.js';
-import { NotFound, OfflineMiss, StoreError, UriError } from '../errors.js';
-import type { ObjectStore } from '../object-store.js';
-import type { ProgressCallback } from '../store.js';
-import { segmentProblem, toUri, Uri } from '../uri.js';
+import type { ObjectInfo } from '../contract/primitives.js';
+import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
+import { NotFound, OfflineMiss, StoreError, UriError } from '../core/errors.js';
+import { segmentProblem, toUri, Uri } from '../core/uri.js';
+import { createOnce, isNotFound, noCreateError, readOldest } from '../logs/small-objects.js';
+import type { ObjectStore } from '../store/object-store.js';
+import type { ProgressCallback } from '../store/store.js';
 import {
   BRANCH_FORMAT,
   branchDoneKey,
@@ -35,9 +36,8 @@ import {
   isMetaKey,
   sha256Hex,
 } from './format.js';
-import { createOnce, isNotFound, noCreateError, readOldest } from './io.js';
-import { commitCovers, filesUnder, loadCommit, MAX_COMMIT_BYTES } from './load.js';
 import { hasKeysUnder } from './pin.js';
+import { commitCovers, filesUnder, loadCommit, MAX_COMMIT_BYTES } from './read.js';
 import { snapshotFolder } from './snapshot.js';
 
 const debug = debuglog('provcat:commits');

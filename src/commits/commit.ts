@@ -19,11 +19,12 @@
  * @module
  */
 import { debuglog } from 'node:util';
-import type { CreateMode } from '../driver.js';
-import { type FileFacts, sameBytes } from '../entry.js';
-import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../errors.js';
-import type { ObjectStore } from '../object-store.js';
-import type { Uri } from '../uri.js';
+import type { CreateMode } from '../contract/primitives.js';
+import { type FileFacts, sameBytes } from '../core/entry.js';
+import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../core/errors.js';
+import type { Uri } from '../core/uri.js';
+import { backoff, createOnce, noCreateError, readSmall, sleep } from '../logs/small-objects.js';
+import type { ObjectStore } from '../store/object-store.js';
 import {
   COMMIT_FORMAT,
   type CommitBody,
@@ -34,9 +35,8 @@ import {
   MAX_COMMIT_NUMBER,
   sha256Hex,
 } from './format.js';
-import { backoff, createOnce, noCreateError, readSmall, sleep } from './io.js';
-import { cacheCommit, loadCommit, MAX_COMMIT_BYTES } from './load.js';
 import { checkEntry, folderOf, newestEntry } from './log.js';
+import { cacheCommit, loadCommit, MAX_COMMIT_BYTES } from './read.js';
 import { snapshotFolder } from './snapshot.js';
 
 const debug = debuglog('provcat:commits');
@@ -147,7 +147,7 @@ async function writeCommitObject(
  * Refusals: `UriError` for a URI with `?at=` or under `.provcat/`; `InvalidArgument` for an
  * empty message (before any I/O); `StoreError` for a folder with no files, no change since the
  * parent (every file the same as the parent's by the rule `diff` uses, `sameBytes` in
- * src/entry.ts; unless `allowEmpty`); `NotSupported` for a bucket without versions;
+ * src/core/entry.ts; unless `allowEmpty`); `NotSupported` for a bucket without versions;
  * `OfflineMiss` offline. A file URI is taken as the folder of that name.
  */
 export async function commitFolder(

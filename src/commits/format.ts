@@ -18,10 +18,10 @@
  *
  * @module
  */
-import { sha256Hex } from '../digest.js';
-import { StoreError, UriError } from '../errors.js';
-import { compareUtf8, isMetaKey, META_PREFIX } from '../keys.js';
-import { segmentProblem } from '../uri.js';
+import { sha256Hex } from '../core/digest.js';
+import { StoreError, UriError } from '../core/errors.js';
+import { compareUtf8, isMetaKey, META_PREFIX } from '../core/keys.js';
+import { segmentProblem } from '../core/uri.js';
 
 /** The `format` of every commit object this version writes and reads. */
 export const COMMIT_FORMAT = 'provcat.commit/1';

@@ -27,15 +27,6 @@ export {
   sha256Hex,
 } from './format.js';
 export {
-  cacheCommit,
-  commitCovers,
-  fileAt,
-  filesUnder,
-  type LoadCommitOptions,
-  loadCommit,
-  MAX_COMMIT_BYTES,
-} from './load.js';
-export {
   type LogEntry,
   type LogOptions,
   type LogPointer,
@@ -44,4 +35,13 @@ export {
   readLog,
 } from './log.js';
 export { type PinOptions, pinUri } from './pin.js';
+export {
+  cacheCommit,
+  commitCovers,
+  fileAt,
+  filesUnder,
+  type LoadCommitOptions,
+  loadCommit,
+  MAX_COMMIT_BYTES,
+} from './read.js';
 export { SNAPSHOT_ATTEMPTS, type SnapshotOptions, snapshotFolder } from './snapshot.js';

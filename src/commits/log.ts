@@ -9,13 +9,13 @@
  *
  * @module
  */
-import { checkConcurrency, forEachLimit } from '../concurrency.js';
-import { OfflineMiss, StoreError, UriError } from '../errors.js';
-import type { ObjectStore } from '../object-store.js';
-import { toUri, type Uri } from '../uri.js';
+import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
+import { OfflineMiss, StoreError, UriError } from '../core/errors.js';
+import { toUri, type Uri } from '../core/uri.js';
+import { oldestVersions, readOldest, readSmall } from '../logs/small-objects.js';
+import type { ObjectStore } from '../store/object-store.js';
 import { type Commit, isCommitId, isMetaKey, logPrefix, numberOfLogKey } from './format.js';
-import { oldestVersions, readOldest, readSmall } from './io.js';
-import { loadCommit } from './load.js';
+import { loadCommit } from './read.js';
 
 /** A log entry holds 64 hex characters; anything much bigger is not one. */
 const MAX_ENTRY_BYTES = 1024;

@@ -8,13 +8,13 @@
  *
  * @module
  */
-import { NotFound, OfflineMiss, StoreError, UriError } from '../errors.js';
-import type { ObjectStore } from '../object-store.js';
-import { toUri, Uri } from '../uri.js';
+import { NotFound, OfflineMiss, StoreError, UriError } from '../core/errors.js';
+import { toUri, Uri } from '../core/uri.js';
+import { isNotFound } from '../logs/small-objects.js';
+import type { ObjectStore } from '../store/object-store.js';
 import { isMetaKey } from './format.js';
-import { isNotFound } from './io.js';
-import { filesUnder, loadCommit } from './load.js';
 import { checkEntry, newestEntry } from './log.js';
+import { filesUnder, loadCommit } from './read.js';
 
 /** Options of {@link pinUri}. */
 export interface PinOptions {

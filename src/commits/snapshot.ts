@@ -13,13 +13,13 @@
  * @module
  */
 import { debuglog } from 'node:util';
-import type { VersionRecord } from '../driver.js';
-import { StoreError } from '../errors.js';
-import { checkFolderKeys } from '../keys.js';
-import type { ObjectStore } from '../object-store.js';
-import { Uri } from '../uri.js';
+import type { VersionRecord } from '../contract/primitives.js';
+import { StoreError } from '../core/errors.js';
+import { checkFolderKeys } from '../core/keys.js';
+import { Uri } from '../core/uri.js';
+import { backoff, sleep } from '../logs/small-objects.js';
+import type { ObjectStore } from '../store/object-store.js';
 import { type CommitFile, compareUtf8, isMetaKey } from './format.js';
-import { backoff, sleep } from './io.js';
 
 const debug = debuglog('provcat:commits');
 
@@ -71,7 +71,7 @@ function sameListing(a: readonly VersionRecord[], b: readonly VersionRecord[]): 
  *
  * Guarantees: the records are the current versions at one instant between two equal listings
  * (see the module comment); `StoreError` after `attempts` unequal pairs; the folder's keys pass
- * the one rule of src/keys.ts `checkFolderKeys`: `UriError` for a key no URI can name (`a//b`),
+ * the one rule of src/core/keys.ts `checkFolderKeys`: `UriError` for a key no URI can name (`a//b`),
  * which a commit could record but no read at the commit could name, and `StoreError` for names
  * one disk would merge (case, NFC/NFD) or a name both a file and a folder, which a fetch at the
  * commit would refuse.

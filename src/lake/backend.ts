@@ -10,9 +10,15 @@
  *
  * @module
  */
-import type { CreateMode, GetResult, ObjectInfo, PartProtocol, SignalOptions } from '../driver.js';
-import { NotFound, NotSupported } from '../errors.js';
-import type { ObjectStore } from '../object-store.js';
+import type {
+  CreateMode,
+  GetResult,
+  ObjectInfo,
+  PartProtocol,
+  SignalOptions,
+} from '../contract/primitives.js';
+import { NotFound, NotSupported } from '../core/errors.js';
+import type { ObjectStore } from '../store/object-store.js';
 
 /** The storage behind one stage (see the module comment). */
 export interface StageBackend {

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type { ObjectStore } from '../object-store.js';
+import type { ObjectStore } from '../store/object-store.js';
 import {
   checkFields,
   decodeStagePrefix,
@@ -18,8 +18,8 @@ import {
   normalizePrefix,
 } from './descriptor-fields.js';
 import { StageConfigError } from './errors.js';
-import type { BackendOptions, StageDescriptor, StageKind } from './kinds.js';
-import { objectLocations } from './locations.js';
+import { objectLocations } from './location-keys.js';
+import type { BackendOptions, StageDescriptor, StageKind } from './stage-kinds.js';
 
 /** A descriptor of a bucket stage, as {@link bucketStageKind} reads it. */
 export type BucketDescriptor = StageDescriptor & Readonly<Record<string, unknown>>;

@@ -20,7 +20,7 @@
  * write is complete-or-absent (temp file, fsync, rename, directory fsync), so a crash leaves
  * the previous checkpoint or the new one; the temp of a write that was killed is removed by the
  * next upload that locks a checkpoint in that directory (once per directory and process: one
- * `readdir`; `sweepAbandonedTemps` in src/fs-atomic.ts, never a live writer's). The sweep is at
+ * `readdir`; `sweepAbandonedTemps` in src/core/fs-atomic.ts, never a live writer's). The sweep is at
  * the lock, not at a write: a rerun whose parts were all recorded writes no checkpoint. A part is recorded only after the store acknowledged
  * it; parts sent but not yet answered when the process died (at most `window` of them)
  * are not in the file, and a retry uploads them again.
@@ -38,8 +38,8 @@
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import lockfile from 'proper-lockfile';
-import { sha256Hex } from '../digest.js';
-import { fsyncDir, sweepAbandonedTemps, writeFileAtomic } from '../fs-atomic.js';
+import { sha256Hex } from '../core/digest.js';
+import { fsyncDir, sweepAbandonedTemps, writeFileAtomic } from '../core/fs-atomic.js';
 import { CheckpointError } from './errors.js';
 
 /** One MiB. */
@@ -276,7 +276,7 @@ async function sweepCheckpointDir(file: string): Promise<void> {
  * {@link CheckpointError}. `onCompromised` is called if the lock is lost while held (the
  * upload must then stop). Returns the release function. Before the lock is taken, the temps of
  * killed writers in the checkpoint's directory are removed, once per directory and process
- * (never a live writer's: see `isAbandonedTemp` in src/fs-atomic.ts).
+ * (never a live writer's: see `isAbandonedTemp` in src/core/fs-atomic.ts).
  */
 export async function lockCheckpoint(
   file: string,

@@ -1,12 +1,12 @@
 /**
  * The field checks every stage descriptor kind shares: strict field sets (a credential-looking
  * field is refused by name), a tenant that is one path segment, key prefixes, local roots and
- * endpoint URLs. Each kind's `parse` (src/lake/kinds.ts) is built from these.
+ * endpoint URLs. Each kind's `parse` (src/lake/stage-kinds.ts) is built from these.
  *
  * @module
  */
 import path from 'node:path';
-import { segmentProblem } from '../uri.js';
+import { segmentProblem } from '../core/uri.js';
 import { StageConfigError } from './errors.js';
 
 const CREDENTIAL_HINT = /secret|key|token|password|credential|session|sas|signature/i;

@@ -13,16 +13,16 @@
  * access key, say) is refused rather than ignored, and so is any version other than 1 — a reader
  * must never half-understand a newer format. `tenant` names one child segment of the stage's
  * prefix: the stage then accepts only locations below it. Each driver registers its kind
- * (src/lake/kinds.ts) with its own fields; this module checks what every kind shares.
+ * (src/lake/stage-kinds.ts) with its own fields; this module checks what every kind shares.
  *
  * @module
  */
-import '../registry.js';
+import '../store/registry.js';
 import { checkTenant, fail } from './descriptor-fields.js';
 import { StageConfigError } from './errors.js';
-import { type StageDescriptor, type StageKind, stageKind, stageKinds } from './kinds.js';
+import { type StageDescriptor, type StageKind, stageKind, stageKinds } from './stage-kinds.js';
 
-export type { StageDescriptor } from './kinds.js';
+export type { StageDescriptor } from './stage-kinds.js';
 
 /**
  * Parse a stage descriptor from JSON text or an already-parsed value. Strict: version must be 1,

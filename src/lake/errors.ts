@@ -1,16 +1,16 @@
 /**
- * Typed errors of managed objects, beside the shared ones in src/errors.ts.
+ * Typed errors of managed objects, beside the shared ones in src/core/errors.ts.
  *
  * Integrity failures (a digest that is not one, an object that is short, long or different, a
  * range answered wrongly, a location outside the stage) are {@link ObjectIntegrityError} from
- * src/errors.ts. The classes here cover what is not about an object's identity: a bad stage
+ * src/core/errors.ts. The classes here cover what is not about an object's identity: a bad stage
  * descriptor or option, a malformed DataLocation, a bad byte range, an unusable upload
  * checkpoint; and, re-exported from the S3 multipart engine that raises them, the 10,000-part
  * ceiling and a source that changed while it was read.
  *
  * @module
  */
-import { ProvcatError, type ProvcatErrorOptions } from '../errors.js';
+import { ProvcatError, type ProvcatErrorOptions } from '../core/errors.js';
 
 /**
  * A stage descriptor, stage string or option is invalid (unknown descriptor version or field,
@@ -38,8 +38,8 @@ export class CheckpointError extends ProvcatError {
   }
 }
 
-// The two upload errors are the upload engine's (src/errors.ts), shared with every driver's `put`: `PartLimitExceeded` (more than 10,000 parts; raised before the part beyond the
+// The two upload errors are the upload engine's (src/core/errors.ts), shared with every driver's `put`: `PartLimitExceeded` (more than 10,000 parts; raised before the part beyond the
 // limit is sent) and `SourceChanged` (a file that changed size, mtime or bytes while it was
 // uploaded; a SourceError).
-/** The error an upload or read rejects with when its AbortSignal fired (src/errors.ts). */
-export { abortError, PartLimitExceeded, SourceChanged } from '../errors.js';
+/** The error an upload or read rejects with when its AbortSignal fired (src/core/errors.ts). */
+export { abortError, PartLimitExceeded, SourceChanged } from '../core/errors.js';

@@ -5,6 +5,7 @@
  * @module
  */
 
+export { lakeCommands } from '../cli/commands/lake.js';
 export { type StageBackend, storeBackend } from './backend.js';
 export {
   type Checkpoint,
@@ -12,7 +13,13 @@ export {
   parseCheckpoint,
   RESUMABLE_PART_SIZES,
 } from './checkpoint.js';
-export { lakeCommands } from './cli.js';
+export {
+  checkDataLocation,
+  type DataLocation,
+  DEFAULT_CONTENT_TYPE,
+  formatDataLocation,
+  parseDataLocation,
+} from './data-location.js';
 export { parseStageDescriptor, type StageDescriptor } from './descriptor.js';
 export {
   checkEndpoint,
@@ -31,39 +38,19 @@ export {
   SourceChanged,
   StageConfigError,
 } from './errors.js';
-export {
-  descriptorFromString,
-  type StageOptions,
-  stageFromDescriptor,
-  stageFromString,
-} from './factory.js';
 export * from './gc/index.js';
-export {
-  type BackendOptions,
-  registerStageKind,
-  type StageKind,
-  stageKind,
-  stageKinds,
-} from './kinds.js';
-export {
-  checkDataLocation,
-  type DataLocation,
-  DEFAULT_CONTENT_TYPE,
-  formatDataLocation,
-  parseDataLocation,
-} from './location.js';
 export {
   fileLocations,
   objectLocations,
   type StageLocations,
-} from './locations.js';
+} from './location-keys.js';
+export { PresignedUrl } from './presign.js';
 export {
   DEFAULT_PART_SIZE,
   Stage,
   type StageObject,
   type StageUpload,
-} from './managed-stage.js';
-export { PresignedUrl } from './presign.js';
+} from './stage.js';
 export {
   DEFAULT_PARTS_IN_FLIGHT,
   MAX_PARTS_IN_FLIGHT,
@@ -73,4 +60,17 @@ export {
   type ReadOptions,
   type UploadOptions,
   type UploadSource,
-} from './stage.js';
+} from './stage-contract.js';
+export {
+  descriptorFromString,
+  type StageOptions,
+  stageFromDescriptor,
+  stageFromString,
+} from './stage-factory.js';
+export {
+  type BackendOptions,
+  registerStageKind,
+  type StageKind,
+  stageKind,
+  stageKinds,
+} from './stage-kinds.js';

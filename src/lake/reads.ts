@@ -14,12 +14,12 @@
  */
 import { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
-import type { BodySink, GetResult } from '../driver.js';
-import { ObjectIntegrityError } from '../errors.js';
+import type { BodySink, GetResult } from '../contract/primitives.js';
+import { ObjectIntegrityError } from '../core/errors.js';
 import type { StageBackend } from './backend.js';
+import { checkDataLocation, type DataLocation } from './data-location.js';
 import { abortError } from './errors.js';
-import { checkDataLocation, type DataLocation } from './location.js';
-import { checkRange, type ReadOptions } from './stage.js';
+import { checkRange, type ReadOptions } from './stage-contract.js';
 import { capRange, VerifyingSink, verifyWhole } from './verify.js';
 
 /** Deliver a stream to a sink chunk by chunk (the stream is destroyed at the end either way). */

@@ -30,14 +30,14 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
 import { debuglog } from 'node:util';
-import { EMPTY_SHA256 } from '../digest.js';
+import { EMPTY_SHA256 } from '../core/digest.js';
 import {
   NotFound,
   ObjectIntegrityError,
   PartLimitExceeded,
   SourceChanged,
   SourceError,
-} from '../errors.js';
+} from '../core/errors.js';
 import {
   abortUpload,
   createUpload,
@@ -64,10 +64,10 @@ import {
   removeCheckpoint,
   writeCheckpoint,
 } from './checkpoint.js';
+import type { DataLocation } from './data-location.js';
 import { abortError, CheckpointError, StageConfigError } from './errors.js';
-import type { DataLocation } from './location.js';
-import type { StageLocations } from './locations.js';
-import type { UploadOptions, UploadSource } from './stage.js';
+import type { StageLocations } from './location-keys.js';
+import type { UploadOptions, UploadSource } from './stage-contract.js';
 
 const debug = debuglog('provcat:lake');
 

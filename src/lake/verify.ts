@@ -21,8 +21,8 @@
  */
 import { createHash, type Hash } from 'node:crypto';
 import { type Readable, Transform, type TransformCallback } from 'node:stream';
-import type { BodySink } from '../driver.js';
-import { ObjectIntegrityError } from '../errors.js';
+import type { BodySink } from '../contract/primitives.js';
+import { ObjectIntegrityError } from '../core/errors.js';
 import { abortError } from './errors.js';
 
 interface CapOptions {

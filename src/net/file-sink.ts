@@ -20,7 +20,7 @@
  * @module
  */
 import { fdatasync, fsync, write, writeSync } from 'node:fs';
-import type { BodySink } from '../driver.js';
+import type { BodySink } from '../contract/primitives.js';
 import type { Http1Response } from './http1-download.js';
 
 /** Default bytes between early `fdatasync` calls (as `installBlob`). */

@@ -10,7 +10,7 @@
  * whose `buffer` function hands the socket a region of a small set of reusable buffers.
  * `tls.connect` honours `onread` too (Node 20: decrypted records, ≤ 16 KiB each, land in the
  * same buffers), so https needs no second path. Measured on 1 GiB from Ceph
- * (test/bench/http1-download-bench.mjs): download CPU 2.1–2.6 s → 1.0–1.1 s with the cache's
+ * (bench/http1-download-bench.mjs): download CPU 2.1–2.6 s → 1.0–1.1 s with the cache's
  * fsyncs, 0–1 Mark-Compact instead of 4–14 (60–69 inside `provcat fetch`).
  *
  * How the buffers move (per connection, {@link DownloadOptions.buffers} buffers of
@@ -33,7 +33,7 @@
  * caller then takes its normal path (the S3 driver's SDK), which owns retries and error
  * mapping. Nothing is guessed. Failures after the head was accepted (reset, early end, idle
  * timeout, abort, a consumer error) reject with a typed error and destroy the socket.
- * test/http1-parser.fuzz.test.ts holds the parser to Node's own (llhttp): every response is
+ * test/unit/http1-parser.fuzz.test.ts holds the parser to Node's own (llhttp): every response is
  * read exactly as llhttp reads it, or handed back.
  *
  * Why not undici (the client Node's `fetch` is built on): it was measured against this module
@@ -55,8 +55,8 @@ import net from 'node:net';
 import { Readable } from 'node:stream';
 import type * as tls from 'node:tls';
 import { debuglog } from 'node:util';
-import type { BodySink } from '../driver.js';
-import { abortError, StoreError } from '../errors.js';
+import type { BodySink } from '../contract/primitives.js';
+import { abortError, StoreError } from '../core/errors.js';
 import { nodeTls } from './builtins.js';
 
 const debug = debuglog('provcat:http1');

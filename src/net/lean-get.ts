@@ -12,7 +12,7 @@
  * @module
  */
 import { Readable } from 'node:stream';
-import type { GetResult, ObjectInfo } from '../driver.js';
+import type { GetResult, ObjectInfo } from '../contract/primitives.js';
 import {
   type DownloadFallback,
   type DownloadOptions,

@@ -10,7 +10,7 @@
  * completed in number order, whatever order their responses arrive in. Progress is the bytes in
  * parts the store acknowledged.
  *
- * **Retries** follow the one policy (src/retry.ts). A part in memory is retried by the driver's
+ * **Retries** follow the one policy (src/core/retry.ts). A part in memory is retried by the driver's
  * SDK; a file part, whose body is a stream the SDK cannot rewind, is sent again from here with a
  * fresh stream of its range — but never once the stall watchdog fired. An SDK that resends a
  * body itself (Azure's) is given a body factory instead (`restream`), which reads the range
@@ -27,7 +27,7 @@
  *
  * **The other requests** — create, list parts, complete, abort — are bounded by the same stall
  * timeout ({@link boundedRequest}): one that has no answer within `stallTimeoutMs` is cancelled
- * and sent again, per the retry policy (src/retry.ts: {@link RETRY_ATTEMPTS} in all, with
+ * and sent again, per the retry policy (src/core/retry.ts: {@link RETRY_ATTEMPTS} in all, with
  * backoff); when every attempt stalled, the upload fails with a typed error — a stalled completion
  * with {@link UploadStalled} (the upload then aborted, or kept for a resume), a stalled create or
  * listing with a {@link StoreError} without status. Their answers carry no body bytes the engine
@@ -54,7 +54,12 @@
  * @module
  */
 import type { Readable } from 'node:stream';
-import type { CompletedPart, ListedPart, ObjectInfo, PartProtocol } from '../driver.js';
+import type {
+  CompletedPart,
+  ListedPart,
+  ObjectInfo,
+  PartProtocol,
+} from '../contract/primitives.js';
 import {
   NotFound,
   NotSupported,
@@ -66,8 +71,8 @@ import {
   type StalledUploadOutcome,
   StoreError,
   UploadStalled,
-} from '../errors.js';
-import { RETRY_ATTEMPTS, withRetries } from '../retry.js';
+} from '../core/errors.js';
+import { RETRY_ATTEMPTS, withRetries } from '../core/retry.js';
 import type { Part, PartSource } from './parts.js';
 import { DEFAULT_STALL_TIMEOUT_MS } from './settings.js';
 import { Slots, Watchdog } from './watchdog.js';
@@ -167,7 +172,7 @@ function stallOf(target: UploadTarget): number {
 
 /**
  * The reason an attempt of a {@link boundedRequest} was cancelled: it had no answer within the
- * stall timeout. A `TimeoutError` (src/retry.ts sends such a request again); never the error a
+ * stall timeout. A `TimeoutError` (src/core/retry.ts sends such a request again); never the error a
  * caller sees, only its cause.
  */
 class RequestStall extends Error {

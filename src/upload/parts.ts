@@ -45,8 +45,8 @@ import { constants as fsc } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
-import { raceAbort } from '../concurrency.js';
-import { SourceChanged, SourceError } from '../errors.js';
+import { raceAbort } from '../core/concurrency.js';
+import { SourceChanged, SourceError } from '../core/errors.js';
 
 /** One attempt at sending a part: its body, and what to check once the store acknowledged it. */
 export interface PartBody {

@@ -13,8 +13,8 @@
  * @module
  */
 import { stat } from 'node:fs/promises';
-import type { ObjectInfo, PartProtocol, PutOptions, PutSource } from '../driver.js';
-import { SourceError } from '../errors.js';
+import type { ObjectInfo, PartProtocol, PutOptions, PutSource } from '../contract/primitives.js';
+import { SourceError } from '../core/errors.js';
 import { uploadParts } from './engine.js';
 import {
   BufferedParts,

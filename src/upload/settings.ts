@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { PartProtocol } from '../driver.js';
+import type { PartProtocol } from '../contract/primitives.js';
 
 /** Default stall timeout: 2 minutes, the drivers' idle-socket timeout. */
 export const DEFAULT_STALL_TIMEOUT_MS = 120_000;

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { raceAbort } from '../concurrency.js';
+import { raceAbort } from '../core/concurrency.js';
 
 /**
  * The stall clock of one upload. Parts being sent bracket their attempts with {@link begin} and

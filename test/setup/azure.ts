@@ -9,7 +9,7 @@
  * - Otherwise {@link azureTarget} returns Azurite's endpoint, and throws when the setup did not
  *   run (a suite that needs the server fails loudly when it is missing).
  *
- * Suites that test versions use the versions server instead (test/servers/azure-versions/),
+ * Suites that test versions use the versions server instead (servers/azure-versions/),
  * which they start in-process; {@link newContainer} works on either through the client given.
  *
  * @module
@@ -21,7 +21,7 @@ import {
   type StoragePipelineOptions,
 } from '@azure/storage-blob';
 import { describe } from 'vitest';
-import { DEV_ACCOUNT_KEY, DEV_ACCOUNT_NAME } from '../servers/azure-dev-account.js';
+import { DEV_ACCOUNT_KEY, DEV_ACCOUNT_NAME } from '../../servers/azure-dev-account.js';
 
 /** Where the Azurite suites run. */
 export interface AzureTestTarget {

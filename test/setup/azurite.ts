@@ -8,19 +8,19 @@
  *   running; it must answer and accept the development account.
  *   `PROVCAT_TEST_AZURITE_CONNECTION_STRING` is derived from it unless set too.
  * - Otherwise Azurite 3.35 (the devDependency) starts on a free port with in-memory persistence
- *   (test/servers/azurite.ts) and is stopped at teardown. The workers get
+ *   (servers/azurite.ts) and is stopped at teardown. The workers get
  *   `PROVCAT_TEST_AZURITE_URL` and `PROVCAT_TEST_AZURITE_CONNECTION_STRING` through `process.env`
  *   (the forked workers inherit it).
  *
  * If Azurite cannot start or refuses the development account, setup throws with the reason and
  * the tail of its output: the run fails; it never skips silently.
  *
- * The versions server (test/servers/azure-versions/) needs no setup: tests start it in-process.
+ * The versions server (servers/azure-versions/) needs no setup: tests start it in-process.
  *
  * @module
  */
-import { devConnectionString } from '../servers/azure-dev-account.js';
-import { azuriteAnswers, startAzurite } from '../servers/azurite.js';
+import { devConnectionString } from '../../servers/azure-dev-account.js';
+import { azuriteAnswers, startAzurite } from '../../servers/azurite.js';
 
 function say(message: string): void {
   process.stderr.write(`[provcat test setup] ${message}\n`);

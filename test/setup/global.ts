@@ -7,7 +7,7 @@
  *   server starts.
  * - Otherwise Ceph radosgw on 127.0.0.1:7480: reused when something already answers there (a
  *   developer's server, left running), else installed if missing (`apt-get`, as root) and
- *   started with test/servers/start-ceph.sh, and stopped again at teardown. The workers get
+ *   started with servers/start-ceph.sh, and stopped again at teardown. The workers get
  *   `AWS_ENDPOINT_URL_S3`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
  *   `PROVCAT_S3_FORCE_PATH_STYLE=1` and `PROVCAT_TEST_S3=ceph` through `process.env` (the
  *   forked workers inherit it).
@@ -27,7 +27,7 @@ const PORT = Number(process.env.PROVCAT_TEST_CEPH_PORT ?? 7480);
 const MON_PORT = Number(process.env.PROVCAT_TEST_CEPH_MON_PORT ?? 3300);
 const ENDPOINT = `http://127.0.0.1:${PORT}`;
 const here = path.dirname(fileURLToPath(import.meta.url));
-const servers = path.resolve(here, '../servers');
+const servers = path.resolve(here, '../../servers');
 /** Where a Ceph started by the test setup keeps its state and logs. */
 const CEPH_DIR = process.env.PROVCAT_TEST_CEPH_DIR ?? '/tmp/provcat-test-ceph';
 /** The in-memory OSD's cap: modest, other things run on the machine. */

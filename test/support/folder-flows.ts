@@ -1,6 +1,6 @@
 /**
  * The everyday folder flows — push, commit --from, diff, rm -r — as one suite that a driver's
- * test file runs against its store (test/folders-local.test.ts, test/s3-folders.test.ts). Every
+ * test file runs against its store (test/folders/folders-local.test.ts, test/drivers/s3-folders.test.ts). Every
  * test works under its own random prefix of the target's (versioned) bucket.
  *
  * @module
@@ -18,11 +18,11 @@ import {
   SourceError,
   StoreError,
   UriError,
-} from '../../src/errors.js';
-import type { ObjectStore } from '../../src/object-store.js';
-import type { StoreOptions } from '../../src/store.js';
-import { randomPrefix } from '../conformance/target.js';
-import { rejection } from './rejection.js';
+} from '../../src/core/errors.js';
+import type { ObjectStore } from '../../src/store/object-store.js';
+import type { StoreOptions } from '../../src/store/store.js';
+import { rejection } from '../../src/testing/rejection.js';
+import { randomPrefix } from '../../src/testing/target.js';
 
 /** A store under test. */
 export interface FolderFlowsTarget {

@@ -33,10 +33,10 @@ import type {
   PutSource,
   SignalOptions,
   VersionRecord,
-} from '../../src/driver.js';
-import { Exists, NotFound, StoreError } from '../../src/errors.js';
-import { ObjectStore } from '../../src/object-store.js';
-import type { StoreOptions } from '../../src/store.js';
+} from '../../src/contract/primitives.js';
+import { Exists, NotFound, StoreError } from '../../src/core/errors.js';
+import { ObjectStore } from '../../src/store/object-store.js';
+import type { StoreOptions } from '../../src/store/store.js';
 
 /** One stored version of a key; `data === null` is a delete marker. */
 export interface MemoryVersion {

@@ -1,5 +1,5 @@
 /**
- * Temp files as writers leave them (src/fs-atomic.ts names): those of a writer that is gone (a
+ * Temp files as writers leave them (src/core/fs-atomic.ts names): those of a writer that is gone (a
  * child process that wrote them and exited, as a killed one would: its pid no longer runs) and
  * those of a live writer (this process). The tests of item 8 plant them, run the next operation
  * and check that it removes the first and keeps the second.
@@ -8,9 +8,9 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'vitest';
-import { TEMP_PREFIX, tempName } from '../../src/fs-atomic.js';
+import { TEMP_PREFIX, tempName } from '../../src/core/fs-atomic.js';
 
-const FS_ATOMIC = path.join(import.meta.dirname, '..', '..', 'dist', 'src', 'fs-atomic.js');
+const FS_ATOMIC = path.join(import.meta.dirname, '..', '..', 'dist', 'src', 'core', 'fs-atomic.js');
 
 /** One temp file in each of `dirs`, written by a process that then exited (a dead writer). */
 export function deadWriterTemps(dirs: string[]): string[] {

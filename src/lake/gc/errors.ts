@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { ProvcatError, type ProvcatErrorOptions, StoreError } from '../../errors.js';
+import { ProvcatError, type ProvcatErrorOptions, StoreError } from '../../core/errors.js';
 
 /** Why reference sets could not be read as an exact keep-set. */
 export type ReferenceSetProblem =

@@ -17,7 +17,7 @@
  */
 import { type FileHandle, open, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { compareUtf8 } from '../../keys.js';
+import { compareUtf8 } from '../../core/keys.js';
 import { LineReader } from './line-reader.js';
 
 /** A sortable record: a JSON array whose first element is the key. */

@@ -4,6 +4,8 @@
  *
  * @module
  */
+
+export { gcCommands, parseDuration } from '../../cli/commands/gc.js';
 export {
   type ApplyCounts,
   type ApplyOptions,
@@ -12,7 +14,6 @@ export {
   applyGc,
   CHECKPOINT_FORMAT,
 } from './apply.js';
-export { gcCommands, parseDuration } from './cli.js';
 export {
   GcPlanError,
   InventoryError,

@@ -25,7 +25,7 @@
 import { createReadStream } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import type { ReadOptions } from '../stage.js';
+import type { ReadOptions } from '../stage-contract.js';
 import { CsvParser } from './csv.js';
 import { InventoryError } from './errors.js';
 

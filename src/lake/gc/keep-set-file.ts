@@ -22,8 +22,8 @@
 import { createHash, type Hash } from 'node:crypto';
 import { write } from 'node:fs';
 import path from 'node:path';
-import { type OutputFile, openOutputFile } from '../../cli/output-file.js';
 import { canonicalJson } from '../../commits/format.js';
+import { type OutputFile, openOutputFile } from '../../core/output-file.js';
 import { KeepSetFileError } from './errors.js';
 import { compareUtf8, entryProblem } from './keys.js';
 import { LineReader } from './line-reader.js';
@@ -82,7 +82,7 @@ async function writeText(fd: number, text: string): Promise<void> {
 
 /**
  * Writes a keep-set file complete-or-absent through the one safe-output routine
- * (src/cli/output-file.ts): the target must be a new or regular file (a device, FIFO, symlink or
+ * (src/core/output-file.ts): the target must be a new or regular file (a device, FIFO, symlink or
  * directory is refused before anything is created — a usage error); the bytes go to a temp
  * beside it, fsync, rename, directory fsync.
  */

@@ -19,7 +19,7 @@
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { checkOutputTarget } from '../../cli/output-file.js';
+import { checkOutputTarget } from '../../core/output-file.js';
 import { ReferenceSetError } from './errors.js';
 import { ExternalSort, type ExternalSortOptions } from './external-sort.js';
 import {
@@ -56,7 +56,7 @@ export async function writeKeepSet(
   options: KeepSetOptions = {},
 ): Promise<KeepSetFile> {
   const signal = options.signal;
-  // A target that cannot be written is refused before anything is read (src/cli/output-file.ts).
+  // A target that cannot be written is refused before anything is read (src/core/output-file.ts).
   checkOutputTarget(file, '--out');
   // The deltas first, then the logs (refs-audit.ts says why).
   const deltaIds = await listDeltaIds(stage, signal);

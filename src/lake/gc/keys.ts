@@ -21,10 +21,10 @@
  *
  * @module
  */
-import { ObjectIntegrityError } from '../../errors.js';
-import { compareUtf8 } from '../../keys.js';
-import { segmentProblem } from '../../uri.js';
-import type { DataLocation } from '../location.js';
+import { ObjectIntegrityError } from '../../core/errors.js';
+import { compareUtf8 } from '../../core/keys.js';
+import { segmentProblem } from '../../core/uri.js';
+import type { DataLocation } from '../data-location.js';
 
 export { compareUtf8 };
 

@@ -21,7 +21,7 @@ import { constants as fsc } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { canonicalJson } from '../../commits/format.js';
-import { sha256Hex } from '../../digest.js';
+import { sha256Hex } from '../../core/digest.js';
 import { GcPlanError } from './errors.js';
 import { compareUtf8, isReservedKey, keyProblem } from './keys.js';
 

@@ -30,12 +30,12 @@
  */
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { checkOutputDirectory } from '../../cli/output-file.js';
-import { sha256Hex } from '../../digest.js';
-import { StoreError } from '../../errors.js';
-import { writeFileAtomic } from '../../fs-atomic.js';
-import type { StageUpload } from '../managed-stage.js';
-import type { ReadOptions } from '../stage.js';
+import { sha256Hex } from '../../core/digest.js';
+import { StoreError } from '../../core/errors.js';
+import { writeFileAtomic } from '../../core/fs-atomic.js';
+import { checkOutputDirectory } from '../../core/output-file.js';
+import type { StageUpload } from '../stage.js';
+import type { ReadOptions } from '../stage-contract.js';
 import { GcPlanError, InventoryError } from './errors.js';
 import { ExternalSort, type ExternalSortOptions } from './external-sort.js';
 import {
@@ -171,7 +171,7 @@ class PageWriter {
  * here (a failed plan then removes it; otherwise only what it wrote inside).
  */
 async function prepareOut(dir: string): Promise<boolean> {
-  // A file, device, FIFO or symlink is refused before anything is made (src/cli/output-file.ts).
+  // A file, device, FIFO or symlink is refused before anything is made (src/core/output-file.ts).
   checkOutputDirectory(dir, '--out');
   const made = (await mkdir(dir, { recursive: true })) !== undefined;
   const present = await readdir(dir);

@@ -22,7 +22,7 @@
  */
 
 import { canonicalJson, LOG_BASE, logName, numberOfLogKey } from '../../commits/format.js';
-import { sha256Hex } from '../../digest.js';
+import { sha256Hex } from '../../core/digest.js';
 import { ReferenceSetError } from './errors.js';
 import { compareUtf8, entryProblem } from './keys.js';
 

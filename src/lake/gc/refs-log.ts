@@ -15,9 +15,9 @@
  * @module
  */
 import { canonicalJson } from '../../commits/format.js';
-import { sha256Hex } from '../../digest.js';
-import type { CreateMode, GetResult } from '../../driver.js';
-import { Exists, NotFound, StoreError } from '../../errors.js';
+import type { CreateMode, GetResult } from '../../contract/primitives.js';
+import { sha256Hex } from '../../core/digest.js';
+import { Exists, NotFound, StoreError } from '../../core/errors.js';
 import type { StageBackend } from '../backend.js';
 import { ReferenceSetError } from './errors.js';
 import {

@@ -18,9 +18,9 @@
  * @module
  */
 
-import { sha256Hex } from '../../digest.js';
-import { StoreError } from '../../errors.js';
-import type { DataLocation } from '../location.js';
+import { sha256Hex } from '../../core/digest.js';
+import { StoreError } from '../../core/errors.js';
+import type { DataLocation } from '../data-location.js';
 import { ReferenceSetError } from './errors.js';
 import { type Containment, compareUtf8, entryOfLocation, sortEntries } from './keys.js';
 import { checkEveryDelta, listDeltaIds } from './refs-audit.js';

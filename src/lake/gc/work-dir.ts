@@ -1,7 +1,7 @@
 /**
  * The temporary folders of GC runs (a plan's sort runs and keep-set, an apply's keep-set, a
  * keep-set export's sort runs), named so that a later run can tell a killed run's folder from a
- * live one's — the rule every temp of provcat follows (src/fs-atomic.ts `judgeTemp`):
+ * live one's — the rule every temp of provcat follows (src/core/fs-atomic.ts `judgeTemp`):
  *
  * `provcat-gc-<label>-<pid>-<host>-<random>` in the temp directory (`--tmp-dir`, default the OS
  * one). Each run removes its own folder when it ends; one killed (SIGKILL, a crash) cannot, so
@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { hostTag, isRunning } from '../../fs-atomic.js';
+import { hostTag, isRunning } from '../../core/fs-atomic.js';
 
 /** What a GC temp folder is for. */
 export type WorkLabel = 'plan' | 'apply' | 'keep';

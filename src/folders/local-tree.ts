@@ -1,0 +1,205 @@
+/**
+ * The local side of a push: the files of a local folder, and reads of them that are a snapshot.
+ *
+ * **What a local folder holds.** Regular files at any depth, named by their path relative to the
+ * folder with `/` between segments. A symbolic link to a regular file is followed (the object
+ * gets the target's bytes, under the link's name): a HuggingFace snapshot folder, made of links
+ * into a blob store, pushes as the files it shows. A link to a folder is refused, since following
+ * it can loop or push one tree twice, and so is a dangling link or anything else that is not a
+ * regular file (FIFO, socket, device): a push never guesses what such a name should become.
+ * Empty folders are not objects and are left out. Names are read as bytes: a name that is not
+ * UTF-8 cannot become a key, so it is refused rather than sent under a replacement character.
+ *
+ * **Reads are snapshots.** A file is read between two `stat` calls that must agree (size, mtime,
+ * inode, device); a file that changed while it was read is read again, and after
+ * {@link STABLE_ATTEMPTS} tries is {@link SourceChanged}. So the bytes sent or hashed are one
+ * state of the file, never a mix of two.
+ *
+ * @module
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, type Dirent, type Stats } from 'node:fs';
+import { lstat, readdir, readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { SourceChanged, SourceError, UriError } from '../core/errors.js';
+import { compareUtf8 } from '../core/keys.js';
+
+/** Reads of a file that kept changing before it is {@link SourceChanged}. */
+export const STABLE_ATTEMPTS = 3;
+
+/** What identifies one state of a local file: equal stamps mean an unchanged file. */
+export interface FileStamp {
+  size: number;
+  mtimeMs: number;
+  ino: number;
+  dev: number;
+}
+
+/** One file of a local folder. */
+export interface LocalFile {
+  /** The path relative to the folder, `/`-separated (the key below the store folder). */
+  rel: string;
+  /** The local path (a link's own path when the file is a followed link). */
+  path: string;
+  /** The file's state when the folder was read (of the link's target for a link). */
+  stamp: FileStamp;
+}
+
+function stampOf(st: Stats): FileStamp {
+  return { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, dev: st.dev };
+}
+
+/** True when two stamps describe the same state of a file. */
+export function sameStamp(a: FileStamp, b: FileStamp): boolean {
+  return a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino && a.dev === b.dev;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function decodeName(name: Buffer, dir: string): string {
+  try {
+    return utf8.decode(name);
+  } catch (cause) {
+    throw new UriError(
+      `${path.join(dir, name.toString('latin1'))}: the name is not UTF-8, so no key or URI can name it`,
+      { cause },
+    );
+  }
+}
+
+function sourceError(file: string, cause: unknown): SourceError {
+  return new SourceError(`cannot read ${file}: ${(cause as Error).message}`, { cause });
+}
+
+/**
+ * Every file of the local folder `root` (see the module comment), sorted by the UTF-8 bytes of
+ * `rel` (the order object stores list keys in). `SourceError` when `root` is not a readable
+ * folder, for a link to a folder, a dangling link or a special file; `UriError` for a name that
+ * is not UTF-8. Reads only metadata.
+ */
+export async function readLocalTree(root: string): Promise<LocalFile[]> {
+  let top: Stats;
+  try {
+    top = await stat(root);
+  } catch (cause) {
+    throw sourceError(root, cause);
+  }
+  if (!top.isDirectory()) throw new SourceError(`cannot push ${root}: not a folder`);
+  const out: LocalFile[] = [];
+  const dirs: Array<[dir: string, rel: string]> = [[root, '']];
+  for (let next = dirs.pop(); next !== undefined; next = dirs.pop()) {
+    const [dir, relDir] = next;
+    let entries: Dirent<Buffer>[];
+    try {
+      entries = await readdir(dir, { withFileTypes: true, encoding: 'buffer' });
+    } catch (cause) {
+      throw sourceError(dir, cause);
+    }
+    const files = await Promise.all(
+      entries.map(async (entry): Promise<LocalFile | undefined> => {
+        const name = decodeName(entry.name, dir);
+        const file = path.join(dir, name);
+        const rel = relDir === '' ? name : `${relDir}/${name}`;
+        if (entry.isDirectory()) {
+          dirs.push([file, rel]);
+          return undefined;
+        }
+        if (entry.isFile()) return { rel, path: file, stamp: stampOf(await lstatOf(file)) };
+        if (entry.isSymbolicLink()) {
+          let target: Stats;
+          try {
+            target = await stat(file);
+          } catch (cause) {
+            throw new SourceError(`cannot push ${file}: a link to nothing`, { cause });
+          }
+          if (target.isFile()) return { rel, path: file, stamp: stampOf(target) };
+          if (target.isDirectory()) {
+            throw new SourceError(
+              `cannot push ${file}: a link to a folder (push follows links to files only; copy or link the files instead)`,
+            );
+          }
+        }
+        throw new SourceError(`cannot push ${file}: not a regular file`);
+      }),
+    );
+    for (const f of files) if (f !== undefined) out.push(f);
+  }
+  out.sort((a, b) => compareUtf8(a.rel, b.rel));
+  return out;
+}
+
+async function lstatOf(file: string): Promise<Stats> {
+  try {
+    return await lstat(file);
+  } catch (cause) {
+    throw sourceError(file, cause);
+  }
+}
+
+/** The state of a file now (following a link). SourceError when it cannot be read. */
+export async function stampNow(file: string): Promise<FileStamp> {
+  try {
+    return stampOf(await stat(file));
+  } catch (cause) {
+    throw sourceError(file, cause);
+  }
+}
+
+/**
+ * Run `read` between two stamps of `file` that must agree, and return its result with that
+ * stamp; a file that changed meanwhile is read again, then {@link SourceChanged}.
+ */
+export async function stableRead<T>(
+  file: string,
+  read: () => Promise<T>,
+): Promise<{ value: T; stamp: FileStamp }> {
+  for (let attempt = 1; ; attempt++) {
+    const before = await stampNow(file);
+    let value: T;
+    try {
+      value = await read();
+    } catch (cause) {
+      if (cause instanceof SourceError) throw cause;
+      throw sourceError(file, cause);
+    }
+    const after = await stampNow(file);
+    if (sameStamp(before, after)) return { value, stamp: after };
+    if (attempt >= STABLE_ATTEMPTS) {
+      throw new SourceChanged(`${file} kept changing while it was read (${attempt} reads)`);
+    }
+  }
+}
+
+/** The whole file, read as one snapshot (see {@link stableRead}). */
+export function readWhole(file: string): Promise<{ value: Buffer; stamp: FileStamp }> {
+  return stableRead(file, () => readFile(file));
+}
+
+/** Digests of a file's bytes, in hex. */
+export interface FileDigests {
+  md5?: string | undefined;
+  sha256?: string | undefined;
+}
+
+/** The MD5 and/or SHA-256 of bytes in memory. */
+export function digestsOf(bytes: Uint8Array, want: { md5: boolean; sha256: boolean }): FileDigests {
+  return {
+    md5: want.md5 ? createHash('md5').update(bytes).digest('hex') : undefined,
+    sha256: want.sha256 ? createHash('sha256').update(bytes).digest('hex') : undefined,
+  };
+}
+
+/** The MD5 and/or SHA-256 of a file, in one streamed pass (no whole-file buffer). */
+export async function digestFile(
+  file: string,
+  want: { md5: boolean; sha256: boolean },
+  signal?: AbortSignal,
+): Promise<FileDigests> {
+  const md5 = want.md5 ? createHash('md5') : undefined;
+  const sha = want.sha256 ? createHash('sha256') : undefined;
+  for await (const chunk of createReadStream(file, { highWaterMark: 1024 * 1024, signal })) {
+    md5?.update(chunk as Buffer);
+    sha?.update(chunk as Buffer);
+  }
+  return { md5: md5?.digest('hex'), sha256: sha?.digest('hex') };
+}

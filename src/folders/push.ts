@@ -1,0 +1,622 @@
+/**
+ * {@link pushFolder}: send a local folder's files to a store folder, skipping the unchanged ones,
+ * and {@link commitFrom}: push, then commit, in one call.
+ *
+ * **One listing decides what is unchanged.** The store folder is listed once (flat). A file is
+ * sent unless the listing proves the object holds its bytes, by a digest the listing states —
+ * whoever wrote the object (provcat, the store's own SDK, another tool):
+ *
+ * 1. no object under its key, or another size: sent;
+ * 2. a SHA-256 the listing reports (`ObjectInfo.sha256`: provcat's own record, where a driver's
+ *    listing carries metadata, as Azure's does): unchanged when it equals the file's SHA-256;
+ * 3. else an MD5 the listing states (`statedMd5`: an ETag of the exact form `"<32 hex>"` — S3's
+ *    ETag of an object put in one request, every object of the local store — Azure's
+ *    `Content-MD5`, GCS's `md5Hash`): unchanged when it equals the file's MD5;
+ * 4. else (a multipart ETag `"…-N"`, which depends on the part size, not only the bytes; an
+ *    Azure blob of staged blocks, which has no MD5), on a driver that records the SHA-256 of
+ *    provcat's puts (`sha256Metadata`): one HEAD reads the recorded SHA-256 — S3 returns
+ *    `x-amz-meta-sha256` on HEAD but not in ListObjectsV2. Such objects are large (above the
+ *    multipart threshold), so the HEAD is small beside the upload it saves;
+ * 5. else: sent (unknown is never taken as unchanged).
+ *
+ * A file is hashed at most once: with the one digest its object states (the SHA-256 when it
+ * states both, since a driver that records SHA-256s needs it for the upload anyway), and a file
+ * read from disk computes the SHA-256 to record in the same pass as the MD5 it compares.
+ *
+ * So a second push of an unchanged folder of small files is one listing and no other request.
+ * A store whose plain ETags are no MD5 (S3 with SSE-KMS or SSE-C) never matches in step 3, and
+ * every file is sent again: correct, not cheap.
+ *
+ * **Every object gets its Content-Type by the one rule** of src/core/content-type.ts: `contentType`
+ * when given (`--content-type`), else the type of the file's extension.
+ *
+ * **Refusals come before anything is sent.** Names no URI can name, links to folders, special
+ * files and `.provcat/` at a bucket root raise before any store call; names that collide on a
+ * case-insensitive disk or would be both a file and a folder in the store folder after the push
+ * (the checks of a fetch, src/cache/fetch.ts, so what is pushed fetches back) raise after the
+ * listing and before the first write. A dry run raises them too.
+ *
+ * **Every upload is one state of its file** (local-tree.ts): a file up to
+ * {@link WHOLE_READ_MAX} bytes (and the store's multipart threshold) is read whole between two
+ * agreeing `stat`s and those bytes are sent, within a shared memory budget
+ * ({@link MEMORY_BUDGET}); a larger file is sent from disk by the upload engine, which refuses a
+ * file whose size or mtime changed before the upload completes (no object appears), and whose
+ * state before hashing must equal its state after the upload. A file that changed is sent again,
+ * then {@link SourceChanged} fails the push; the files already sent stay, and a rerun sends the
+ * rest.
+ *
+ * Uploads run first, then deletes (`delete`), each with at most `concurrency` requests in flight.
+ *
+ * @module
+ */
+
+import { statedMd5 } from '../cache/content-digest.js';
+import type { CommitOptions } from '../commits/commit.js';
+import type { ObjectInfo } from '../contract/primitives.js';
+import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
+import { contentTypeFor } from '../core/content-type.js';
+import { NotCommitted, NotFound, SourceChanged, StoreError, UriError } from '../core/errors.js';
+import { checkDiskNames, checkFolderKeys, compareUtf8, isMetaKey } from '../core/keys.js';
+import { toUri, type Uri } from '../core/uri.js';
+import type { ObjectStore } from '../store/object-store.js';
+import type { ProgressCallback } from '../store/store.js';
+import {
+  digestFile,
+  digestsOf,
+  type FileDigests,
+  type LocalFile,
+  readLocalTree,
+  readWhole,
+  STABLE_ATTEMPTS,
+  sameStamp,
+  stampNow,
+} from './local-tree.js';
+
+/** Largest file read whole into memory and sent from there (64 MiB). */
+export const WHOLE_READ_MAX = 64 * 1024 * 1024;
+
+/** Most bytes of files held in memory at once by one push (128 MiB). */
+export const MEMORY_BUDGET = 128 * 1024 * 1024;
+
+/** Options of {@link pushFolder}. */
+export interface PushOptions {
+  /** Also delete the objects under the store folder that the local folder lacks (never `.provcat/`). */
+  delete?: boolean | undefined;
+  /**
+   * The Content-Type of every object sent (default: by each file's extension,
+   * src/core/content-type.ts).
+   */
+  contentType?: string | undefined;
+  /** Decide everything (listing, digests) and report it, but write and delete nothing. */
+  dryRun?: boolean | undefined;
+  /** Most requests in flight (default: the store's `concurrency`). */
+  concurrency?: number | undefined;
+  /**
+   * Progress: `bytes` of files dealt with (sent, or found unchanged) of `totalBytes` (the local
+   * folder's), `files` of `totalFiles`.
+   */
+  onProgress?: ProgressCallback | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** One thing a push did (or, in a dry run, would do). */
+export interface PushAction {
+  action: 'upload' | 'delete';
+  /** The path relative to the folder (the key below it). */
+  path: string;
+  /** Bytes uploaded; for a delete, the size of the object deleted. */
+  size: number;
+}
+
+/** What {@link pushFolder} did. */
+export interface PushResult {
+  /** The store folder. */
+  uri: Uri;
+  /** Files sent (a dry run: files that would be sent). */
+  uploaded: number;
+  /** Files whose object already held their bytes. */
+  skipped: number;
+  /** Objects deleted (`delete`; a dry run: that would be deleted). */
+  deleted: number;
+  /** Bytes sent (a dry run: that would be sent). */
+  bytes: number;
+  /** True when nothing was written (`dryRun`). */
+  dryRun: boolean;
+  /** Every upload and delete, uploads first, each in path order. */
+  actions: PushAction[];
+}
+
+/** A byte semaphore: whole-file reads wait until their bytes fit in the budget. */
+class ByteBudget {
+  private free: number;
+  private readonly waiting: Array<{ n: number; go: () => void }> = [];
+  constructor(private readonly limit: number) {
+    this.free = limit;
+  }
+  async acquire(bytes: number): Promise<number> {
+    const n = Math.min(bytes, this.limit);
+    if (this.waiting.length === 0 && n <= this.free) {
+      this.free -= n;
+      return n;
+    }
+    await new Promise<void>((go) => this.waiting.push({ n, go }));
+    return n;
+  }
+  release(n: number): void {
+    this.free += n;
+    for (let w = this.waiting[0]; w !== undefined && w.n <= this.free; w = this.waiting[0]) {
+      this.waiting.shift();
+      this.free -= w.n;
+      w.go();
+    }
+  }
+}
+
+/** What a store folder holds, from one flat listing (keys raw, `.provcat/` left out). */
+async function listRemote(
+  store: ObjectStore,
+  bucket: string,
+  prefix: string,
+  signal: AbortSignal | undefined,
+): Promise<Map<string, ObjectInfo>> {
+  const out = new Map<string, ObjectInfo>();
+  try {
+    for await (const page of store._pages(bucket, prefix, { signal })) {
+      for (const o of page.objects) {
+        if (o.key.endsWith('/') || !o.key.startsWith(prefix)) continue;
+        if (prefix === '' && isMetaKey(o.key)) continue;
+        out.set(o.key.slice(prefix.length), o);
+      }
+    }
+  } catch (error) {
+    // A missing bucket holds nothing: the first put makes it (the local store) or says NotFound.
+    if (!(error instanceof NotFound)) throw error;
+  }
+  return out;
+}
+
+function refusal(localDir: string, folder: Uri): string {
+  return `push of ${localDir} to ${folder} refused`;
+}
+
+/**
+ * Refuse names no URI can name or the store cannot hold exactly (src/core/keys.ts `checkFolderKeys`),
+ * and `.provcat/` at a bucket root: no store call needed.
+ */
+function checkLocalNames(
+  files: readonly LocalFile[],
+  folder: Uri,
+  localDir: string,
+  keyProblem: (key: string) => string | undefined = () => undefined,
+): void {
+  const where = refusal(localDir, folder);
+  for (const f of files) {
+    if (folder.isBucket && isMetaKey(f.rel)) {
+      throw new UriError(`${where}: ${f.path}: keys under .provcat/ belong to provcat`, {
+        uri: folder.toString(),
+      });
+    }
+    try {
+      checkFolderKeys(folder, [f.rel], { keyProblem, disk: false });
+    } catch (cause) {
+      const why = (cause as Error).message.slice(`${folder}: `.length);
+      throw new UriError(`${where}: ${f.path}: ${why}`, { uri: folder.toString(), cause });
+    }
+  }
+}
+
+/**
+ * Refuse a push after which the store folder would not fetch back (the checks of a fetch):
+ * names one case-insensitive disk stores as one, a name both a file and a folder. Checked on
+ * the folder as it will be: the local files, plus the objects a push without `delete` keeps.
+ */
+function checkResultNames(
+  files: readonly LocalFile[],
+  folder: Uri,
+  localDir: string,
+  remote: ReadonlyMap<string, ObjectInfo>,
+  deleting: boolean,
+): void {
+  const where = refusal(localDir, folder);
+  const local = files.map((f) => f.rel);
+  const result = deleting ? local : [...new Set([...local, ...remote.keys()])];
+  try {
+    checkDiskNames(result, folder);
+  } catch (cause) {
+    if (!(cause instanceof StoreError)) throw cause;
+    const text = cause.message.replace(/; refusing to fetch$/, '');
+    throw new StoreError(`${where}: the folder would not fetch back (${text})`, {
+      uri: folder.toString(),
+      cause,
+    });
+  }
+}
+
+/** Aggregated progress of one push. */
+class PushProgress {
+  private bytes = 0;
+  private files = 0;
+  private readonly sinks: ProgressCallback[];
+  constructor(
+    store: ObjectStore,
+    private readonly uri: string,
+    extra: ProgressCallback | undefined,
+    private readonly totalBytes: number,
+    private readonly totalFiles: number,
+  ) {
+    this.sinks = [store.onProgress, extra].filter((f): f is ProgressCallback => f !== undefined);
+  }
+  /**
+   * The progress of one file: `onProgress` takes the cumulative bytes an upload sent; `done`
+   * counts the file as `size` bytes dealt with in all; `undo` takes back what an attempt that
+   * is sent again reported.
+   */
+  file(): { onProgress: (sent: number) => void; done(size: number): void; undo(): void } {
+    let last = 0;
+    return {
+      onProgress: (sent) => {
+        this.bytes += sent - last;
+        last = sent;
+        this.report();
+      },
+      done: (size) => {
+        this.bytes += size - last;
+        last = size;
+        this.files++;
+        this.report();
+      },
+      undo: () => {
+        this.bytes -= last;
+        last = 0;
+      },
+    };
+  }
+  private report(): void {
+    for (const sink of this.sinks) {
+      sink({
+        operation: 'push',
+        uri: this.uri,
+        bytes: this.bytes,
+        totalBytes: this.totalBytes,
+        files: this.files,
+        totalFiles: this.totalFiles,
+      });
+    }
+  }
+}
+
+/**
+ * Upload the files of the local folder `localDir` to the store folder `uri` (a file-form URI is
+ * taken as the folder of that name), skipping files whose object already holds their bytes, and
+ * with `delete` removing the objects under the folder that `localDir` lacks. See the module
+ * comment for what counts as unchanged, what is refused before anything is sent, and how files
+ * that change during the push are handled.
+ *
+ * Guarantees: every object written holds one state of its file; refusals (`UriError`,
+ * `StoreError`, `SourceError`) come before any write; a dry run writes nothing; `.provcat/` is
+ * never written or deleted. Not atomic: a push that fails midway leaves the files it sent (a
+ * rerun sends only the rest). `OfflineMiss` offline; `UriError` for a URI with `?at=`.
+ */
+export async function pushFolder(
+  store: ObjectStore,
+  localDir: string,
+  uri: Uri | string,
+  options: PushOptions = {},
+): Promise<PushResult> {
+  return (await runPush(store, localDir, uri, options)).result;
+}
+
+/** {@link pushFolder}, also returning the local folder's paths. */
+async function runPush(
+  store: ObjectStore,
+  localDir: string,
+  uri: Uri | string,
+  options: PushOptions,
+): Promise<{ result: PushResult; local: ReadonlySet<string> }> {
+  checkConcurrency(options.concurrency);
+  const { folderOf } = await import('../commits/log.js');
+  const { uri: folder, bucket, folder: prefix } = folderOf(store, toUri(uri), 'push');
+  store.online(folder, 'push');
+  const { signal } = options;
+  const dryRun = options.dryRun === true;
+  const files = await readLocalTree(localDir);
+  checkLocalNames(files, folder, localDir, store.capabilities.keyProblem);
+  const remote = await listRemote(store, bucket, prefix, signal);
+  checkResultNames(files, folder, localDir, remote, options.delete === true);
+  const localRels = new Set(files.map((f) => f.rel));
+  const gone =
+    options.delete === true
+      ? [...remote.entries()]
+          .filter(([rel]) => !localRels.has(rel))
+          .sort(([a], [b]) => compareUtf8(a, b))
+      : [];
+
+  const totalBytes = files.reduce((n, f) => n + f.stamp.size, 0);
+  const progress = new PushProgress(
+    store,
+    folder.toString(),
+    options.onProgress,
+    totalBytes,
+    files.length,
+  );
+  const pusher = new FilePusher(store, bucket, prefix, dryRun, progress, options.contentType);
+  const uploads: PushAction[] = [];
+  let skipped = 0;
+  const concurrency = options.concurrency ?? store.concurrency;
+  await forEachLimit(
+    files,
+    concurrency,
+    async (file, inner) => {
+      const sent = await pusher.push(file, remote.get(file.rel), inner);
+      if (sent === undefined) skipped++;
+      else uploads.push({ action: 'upload', path: file.rel, size: sent });
+    },
+    signal,
+  );
+  const deletes: PushAction[] = [];
+  await forEachLimit(
+    gone,
+    concurrency,
+    async ([rel, info], inner) => {
+      if (!dryRun) {
+        try {
+          await store._delete(bucket, prefix + rel, { signal: inner });
+        } catch (error) {
+          if (error instanceof NotFound) return; // deleted meanwhile by someone else
+          throw error;
+        }
+      }
+      deletes.push({ action: 'delete', path: rel, size: info.size });
+    },
+    signal,
+  );
+  const byPath = (a: PushAction, b: PushAction) => compareUtf8(a.path, b.path);
+  uploads.sort(byPath);
+  deletes.sort(byPath);
+  const result: PushResult = {
+    uri: folder,
+    uploaded: uploads.length,
+    skipped,
+    deleted: deletes.length,
+    bytes: uploads.reduce((n, a) => n + a.size, 0),
+    dryRun,
+    actions: [...uploads, ...deletes],
+  };
+  return { result, local: localRels };
+}
+
+/** Sends one file at a time; see the module comment. */
+class FilePusher {
+  private readonly budget = new ByteBudget(MEMORY_BUDGET);
+  private readonly wholeMax: number;
+  private readonly recordSha: boolean;
+  constructor(
+    private readonly store: ObjectStore,
+    private readonly bucket: string,
+    private readonly prefix: string,
+    private readonly dryRun: boolean,
+    private readonly progress: PushProgress,
+    private readonly contentType: string | undefined,
+  ) {
+    this.wholeMax = Math.min(WHOLE_READ_MAX, store.uploads.multipartThreshold);
+    this.recordSha = store.capabilities.sha256Metadata === true;
+  }
+
+  /** Push one file: the bytes sent, or `undefined` when its object already held them. */
+  async push(
+    file: LocalFile,
+    info: ObjectInfo | undefined,
+    signal: AbortSignal,
+  ): Promise<number | undefined> {
+    const sent =
+      file.stamp.size <= this.wholeMax
+        ? await this.pushWhole(file, info, signal)
+        : await this.pushFromDisk(file, info, signal);
+    return sent;
+  }
+
+  /** A small file: read whole (one snapshot), compared and sent from memory. */
+  private async pushWhole(
+    file: LocalFile,
+    info: ObjectInfo | undefined,
+    signal: AbortSignal,
+  ): Promise<number | undefined> {
+    const held = await this.budget.acquire(file.stamp.size);
+    try {
+      const { value: bytes } = await readWhole(file.path);
+      const digests: FileDigests = {};
+      const digest = async (want: { md5: boolean; sha256: boolean }) => {
+        Object.assign(digests, digestsOf(bytes, want));
+        return digests;
+      };
+      const progress = this.progress.file();
+      if (await this.unchanged(file, info, bytes.length, digest, signal)) {
+        progress.done(bytes.length);
+        return undefined;
+      }
+      if (!this.dryRun) {
+        const sha256 = this.recordSha
+          ? (digests.sha256 ?? digestsOf(bytes, { md5: false, sha256: true }).sha256)
+          : undefined;
+        await this.store._put(this.bucket, this.prefix + file.rel, bytes, {
+          size: bytes.length,
+          contentType: await contentTypeFor(file.rel, this.contentType),
+          sha256,
+          signal,
+          onProgress: progress.onProgress,
+        });
+      }
+      progress.done(bytes.length);
+      return bytes.length;
+    } finally {
+      this.budget.release(held);
+    }
+  }
+
+  /** A large file: hashed and sent from disk, its state checked before and after. */
+  private async pushFromDisk(
+    file: LocalFile,
+    info: ObjectInfo | undefined,
+    signal: AbortSignal,
+  ): Promise<number | undefined> {
+    const progress = this.progress.file();
+    for (let attempt = 1; attempt <= STABLE_ATTEMPTS; attempt++) {
+      progress.undo();
+      const before = await stampNow(file.path);
+      const digests: FileDigests = {};
+      const digest = async (want: { md5: boolean; sha256: boolean }) => {
+        // One pass: the SHA-256 to record comes with the one to compare.
+        const more = { md5: want.md5, sha256: want.sha256 || this.recordSha };
+        Object.assign(digests, await digestFile(file.path, more, signal));
+        return digests;
+      };
+      const same = await this.unchanged(file, info, before.size, digest, signal);
+      if (!sameStamp(before, await stampNow(file.path))) continue;
+      if (same || this.dryRun) {
+        progress.done(before.size);
+        return same ? undefined : before.size;
+      }
+      if (this.recordSha && digests.sha256 === undefined) {
+        await digest({ md5: false, sha256: true });
+        if (!sameStamp(before, await stampNow(file.path))) continue;
+      }
+      try {
+        await this.store._put(this.bucket, this.prefix + file.rel, file.path, {
+          size: before.size,
+          contentType: await contentTypeFor(file.rel, this.contentType),
+          sha256: digests.sha256,
+          signal,
+          onProgress: progress.onProgress,
+        });
+      } catch (error) {
+        if (error instanceof SourceChanged) continue;
+        throw error;
+      }
+      // The engine compared the file with its state when it opened it; this compares it with
+      // the state that was hashed.
+      if (!sameStamp(before, await stampNow(file.path))) continue;
+      progress.done(before.size);
+      return before.size;
+    }
+    throw new SourceChanged(
+      `${file.path} kept changing while it was pushed (${STABLE_ATTEMPTS} attempts); ` +
+        'the files sent before it stay, and a rerun of the push sends the rest',
+    );
+  }
+
+  /**
+   * True when a digest the listing states (or, when it states none, on a driver that records
+   * SHA-256s, one HEAD) proves the object holds the file's bytes; see the module comment.
+   * `digest` hashes the file on demand.
+   */
+  private async unchanged(
+    file: LocalFile,
+    info: ObjectInfo | undefined,
+    size: number,
+    digest: (want: { md5: boolean; sha256: boolean }) => Promise<FileDigests>,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    if (info === undefined || info.size !== size) return false;
+    if (info.sha256 !== undefined) {
+      return (await digest({ md5: false, sha256: true })).sha256 === info.sha256;
+    }
+    const md5 = statedMd5(info);
+    if (md5 !== undefined) return (await digest({ md5: true, sha256: false })).md5 === md5;
+    let recorded: string | undefined;
+    if (this.recordSha) {
+      let head: ObjectInfo;
+      try {
+        head = await this.store._head(this.bucket, this.prefix + file.rel, { signal });
+      } catch (error) {
+        if (error instanceof NotFound) return false;
+        throw error;
+      }
+      if (head.size !== size) return false;
+      recorded = head.sha256;
+      const headMd5 = recorded === undefined ? statedMd5(head) : undefined;
+      if (headMd5 !== undefined) {
+        return (await digest({ md5: true, sha256: false })).md5 === headMd5;
+      }
+    }
+    if (recorded === undefined) return false;
+    return (await digest({ md5: false, sha256: true })).sha256 === recorded;
+  }
+}
+
+/** Options of {@link commitFrom}: the commit's and the push's (no dry run). */
+export interface CommitFromOptions extends CommitOptions, Omit<PushOptions, 'dryRun'> {}
+
+/** What {@link commitFrom} did. */
+export interface CommitFromResult {
+  /** The folder pinned to the new commit (`?at=commit:ID`). */
+  uri: Uri;
+  /** The push before the commit. */
+  push: PushResult;
+  /**
+   * Files in the commit that the local folder lacks (objects that were already under the folder
+   * and that a push without `delete` leaves), in path order.
+   */
+  extra: string[];
+}
+
+/**
+ * Push `localDir` to the folder `uri` ({@link pushFolder}), then commit the folder
+ * (`ObjectStore.commit`), and return the folder pinned to the commit. With `delete` the commit
+ * holds exactly the local folder's files (byte for byte); without it, also the files already
+ * under the folder that `localDir` lacks (listed in `extra`).
+ *
+ * A failure of the push is the push's error (no commit was tried). A failure of the commit after
+ * the push (no change since the last commit without `allowEmpty`, a bucket without versions, a
+ * folder that kept changing...) is {@link NotCommitted}: the pushed files stay, `pushed` says
+ * what was sent, and `cause` is the commit's error.
+ */
+export async function commitFrom(
+  store: ObjectStore,
+  localDir: string,
+  uri: Uri | string,
+  message: string,
+  options: CommitFromOptions = {},
+): Promise<CommitFromResult> {
+  const { folderOf } = await import('../commits/log.js');
+  const { uri: folder, bucket } = folderOf(store, toUri(uri), 'commit');
+  // What refuses every commit of this folder is refused before anything is pushed.
+  const { checkMessage } = await import('../commits/commit.js');
+  checkMessage(message, folder.toString());
+  checkConcurrency(options.concurrency);
+  store.online(folder, 'commit');
+  if ((await store._createMode(bucket)) === 'none') {
+    const { noCreateError } = await import('../logs/small-objects.js');
+    throw noCreateError(store, bucket, `commit of ${folder}`);
+  }
+  const { result: pushed, local } = await runPush(store, localDir, uri, {
+    ...options,
+    dryRun: false,
+  });
+  const { commitFolder } = await import('../commits/commit.js');
+  let pinned: Uri;
+  try {
+    pinned = await commitFolder(store, pushed.uri, message, options);
+  } catch (cause) {
+    const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    throw new NotCommitted(
+      `pushed ${localDir} to ${pushed.uri} (${pushed.uploaded} sent, ${pushed.skipped} unchanged, ${pushed.deleted} deleted), but no commit was made: ${why}`,
+      {
+        uri: pushed.uri.toString(),
+        cause,
+        pushed: {
+          uploaded: pushed.uploaded,
+          skipped: pushed.skipped,
+          deleted: pushed.deleted,
+          bytes: pushed.bytes,
+        },
+      },
+    );
+  }
+  const { filesUnder, loadCommit } = await import('../commits/read.js');
+  const at = pinned.at as NonNullable<Uri['at']>;
+  const commit = await loadCommit(store, pinned.bucket, at.id, { signal: options.signal });
+  const extra = filesUnder(commit, pinned)
+    .map((f) => f.key.slice(pinned.prefix.length))
+    .filter((rel) => !local.has(rel));
+  return { uri: pinned, push: pushed, extra };
+}

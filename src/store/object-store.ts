@@ -1,0 +1,784 @@
+/**
+ * {@link ObjectStore}: the base of every object-store driver.
+ *
+ * A driver subclass gives the twelve primitives below (six core, six for versions); this class
+ * builds everything else on them, once for all drivers: stat, list, walk, fetch with the cache,
+ * put, delete, offline mode, and pin/commit/log/branch.
+ *
+ * Primitives are public (named with a leading `_`) so that wrapping drivers and the conformance
+ * suite can reach them; applications call the methods without `_`.
+ *
+ * @module
+ */
+
+import { stat as fsStat } from 'node:fs/promises';
+import type { VersionMeta } from '../cache/cache.js';
+import { statedMd5 } from '../cache/content-digest.js';
+import { fetchUri } from '../cache/fetch.js';
+import type { BranchOptions } from '../commits/branch.js';
+import type { CommitFile } from '../commits/format.js';
+import type { LogEntry } from '../commits/log.js';
+import type {
+  Capabilities,
+  CreateMode,
+  DeleteIfOptions,
+  GetOptions,
+  GetResult,
+  ListPage,
+  ObjectInfo,
+  PagesOptions,
+  PartProtocol,
+  PresignPrimitiveOptions,
+  PutOptions,
+  PutSource,
+  SignalOptions,
+  VersionRecord,
+} from '../contract/primitives.js';
+import { checkConcurrency } from '../core/concurrency.js';
+import { contentTypeFor } from '../core/content-type.js';
+import type { Entry } from '../core/entry.js';
+import { NotFound, NotSupported, OfflineMiss, SourceError, UriError } from '../core/errors.js';
+import { compareUtf8, META_PREFIX } from '../core/keys.js';
+import { encodeSegment, toUri, Uri } from '../core/uri.js';
+import type { DeleteFolderOptions, DeleteFolderResult } from '../folders/delete-folder.js';
+import type { DiffOptions, DiffResult } from '../folders/diff.js';
+import type { CommitFromOptions, PushOptions, PushResult } from '../folders/push.js';
+import type { PartBufferPool } from '../upload/parts.js';
+import { type UploadSettings, uploadSettings } from '../upload/settings.js';
+import { type ProgressCallback, Store, type StoreOptions } from './store.js';
+
+/** Options of {@link ObjectStore.walk}. */
+export interface WalkOptions {
+  /** Keep only files whose path relative to the folder matches (minimatch, `dot: true`). */
+  include?: string | string[] | undefined;
+  /** Drop files whose relative path matches. */
+  exclude?: string | string[] | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** Options of {@link ObjectStore.fetch}. */
+export interface FetchOptions {
+  signal?: AbortSignal | undefined;
+  /** Progress of this fetch (in addition to the store's own callback). */
+  onProgress?: ProgressCallback | undefined;
+  /** Most downloads in flight (default: the store's concurrency, 16). */
+  concurrency?: number | undefined;
+}
+
+/** What {@link ObjectStore.fetch} returns. */
+export interface FetchResult {
+  /** The cached file, or the cached folder (a real directory whose paths equal the keys). */
+  path: string;
+  /** Files in the result. */
+  files: number;
+  /** Files actually transferred by this call (0 when everything was current). */
+  downloaded: number;
+  /** Bytes transferred by this call. */
+  bytes: number;
+}
+
+/** Options of {@link ObjectStore.put}. */
+export interface PutCallOptions {
+  /** The Content-Type to store (default: by the key's extension, src/core/content-type.ts). */
+  contentType?: string | undefined;
+  signal?: AbortSignal | undefined;
+  onProgress?: ProgressCallback | undefined;
+}
+
+/**
+ * Options of {@link ObjectStore.commit}: the commit's, and with `from` a local folder pushed to
+ * the folder first (with the push's options: `delete`, `concurrency`, `onProgress`).
+ */
+export interface CommitCallOptions extends CommitFromOptions {
+  /** A local folder to push to the folder before committing it (src/folders/push.ts). */
+  from?: string | undefined;
+}
+
+/** Options of calls that take only a signal. */
+export interface CallOptions {
+  signal?: AbortSignal | undefined;
+}
+
+export { META_PREFIX };
+
+/** Where a URI points in a store. */
+export interface Location {
+  bucket: string;
+  /** The key; empty for the bucket. No trailing `/`. */
+  key: string;
+}
+
+/** The operations {@link ObjectStore.online} names that a pin could answer offline. */
+const READS: ReadonlySet<string> = new Set(['stat', 'list', 'walk', 'fetch']);
+
+/** The base class of object-store drivers. See the module comment. */
+export abstract class ObjectStore extends Store {
+  /** The URI scheme this driver serves (`s3`, `local`, ...). */
+  abstract readonly scheme: string;
+  /** A short driver name for messages and debug logs. */
+  abstract readonly driver: string;
+  /** What the driver can do. */
+  abstract readonly capabilities: Capabilities;
+  /** How large objects are put: threshold, part size, parts in flight, stall timeout. */
+  readonly uploads: UploadSettings;
+  /** Part buffers of stream puts, made by the first one. */
+  private partPool: PartBufferPool | undefined;
+
+  /** Throws RangeError for options out of range. Makes no I/O. */
+  constructor(options: StoreOptions = {}) {
+    super(options);
+    this.uploads = uploadSettings(options);
+  }
+
+  /** The bucket and key a URI names. Throws {@link UriError} for another scheme. */
+  locate(uri: Uri): Location {
+    if (uri.scheme !== this.scheme) {
+      throw new UriError(`${this.driver} serves ${this.scheme}:// URIs, not ${uri.scheme}://`, {
+        uri: uri.toString(),
+      });
+    }
+    return { bucket: uri.bucket, key: uri.key };
+  }
+
+  // ---- the API, built once on the primitives -----------------------------------------------
+
+  /**
+   * One file or folder. A key with keys below it is a folder; a bucket that exists always is
+   * (`NotFound` for one that does not). At
+   * `?at=version:` the version's metadata (cached after the first read, so it works offline);
+   * at `?at=commit:` the commit's manifest. Without `?at=`, offline mode raises `OfflineMiss`.
+   */
+  async stat(uri: Uri | string, options: CallOptions = {}): Promise<Entry> {
+    const u = toUri(uri);
+    const { bucket, key } = this.locate(u);
+    if (u.at) return this.statPinned(u, options);
+    this.online(u, 'stat');
+    const signal = options.signal;
+    if (u.isBucket) {
+      await this.firstPage(bucket, '', signal);
+      return folderEntry(u);
+    }
+    if (!u.isFolder) {
+      try {
+        return this.fileEntry(u, await this._head(bucket, key, { signal }));
+      } catch (error) {
+        if (!(error instanceof NotFound)) throw error;
+      }
+    }
+    const page = await this.firstPage(bucket, u.prefix, signal);
+    if (page.prefixes.length > 0 || page.objects.length > 0) return folderEntry(u.asFolder());
+    throw new NotFound(`no file or folder at ${u}`, { uri: u.toString() });
+  }
+
+  /**
+   * A folder one level deep: its files and sub-folders, in key order. `NotFound` for a file, for
+   * nothing, and for a bucket that does not exist (an existing empty bucket lists `[]`). Keys no
+   * URI can name raise `UriError` (never skipped), as in {@link walk}: so another client's key
+   * `/x` at a bucket root (a folder `/`, which would read as the bucket) is refused, never listed
+   * as the bucket inside itself. The bucket's `.provcat/` folder (commits and logs) is not listed.
+   */
+  async list(uri: Uri | string, options: CallOptions = {}): Promise<Entry[]> {
+    const u = toUri(uri);
+    const { bucket } = this.locate(u);
+    if (u.at) return this.listPinned(u, options);
+    this.online(u, 'list');
+    const folder = u.asFolder();
+    const prefix = folder.prefix;
+    const out: Entry[] = [];
+    let any = false;
+    for await (const page of this._pages(bucket, prefix, {
+      delimiter: '/',
+      signal: options.signal,
+    })) {
+      for (const p of page.prefixes) {
+        any = true;
+        if (prefix === '' && p === META_PREFIX) continue;
+        out.push(folderEntry(Uri.fromKey(this.scheme, bucket, p)));
+      }
+      for (const o of page.objects) {
+        any = true;
+        if (o.key === prefix || o.key.endsWith('/')) continue;
+        out.push(this.fileEntry(Uri.fromKey(this.scheme, bucket, o.key), o));
+      }
+    }
+    if (!any && !u.isBucket)
+      throw new NotFound(`no folder at ${folder}`, { uri: folder.toString() });
+    out.sort((a, b) => compareUtf8(a.uri.key, b.uri.key));
+    return out;
+  }
+
+  /**
+   * Every file below a folder, at any depth, in key order, filtered by minimatch globs on the
+   * path relative to the folder. Folder markers (keys ending `/`) are left out; any other key no
+   * URI can name raises `UriError`, so a folder fetched from this listing is never short.
+   * `NotFound` where {@link list} says it: a folder with nothing below it, a missing bucket.
+   */
+  async walk(uri: Uri | string, options: WalkOptions = {}): Promise<Entry[]> {
+    const u = toUri(uri).asFolder();
+    this.locate(u);
+    const files = u.at ? await this.listPinnedFiles(u, options) : await this.listFiles(u, options);
+    const keep = await globFilter(options);
+    return files.filter((e) => keep(u.relative(e.uri) ?? ''));
+  }
+
+  /**
+   * Copy a file or a whole folder into the cache, or find it there current, and return its
+   * local path. A folder is refetched from one listing: only files whose version changed are
+   * transferred, files deleted from the store leave the cache copy, and the copy is marked
+   * complete only after that. Offline, a URI without `?at=` gives what the cache holds at any
+   * version, or `OfflineMiss`; a pinned URI gives exactly the pinned bytes once fetched.
+   */
+  async fetch(uri: Uri | string, options: FetchOptions = {}): Promise<FetchResult> {
+    checkConcurrency(options.concurrency);
+    const u = toUri(uri);
+    this.locate(u);
+    return fetchUri(this, u, options);
+  }
+
+  /**
+   * Write one object from a local file path, a Node stream or bytes; returns the file written.
+   * A bucket, a folder URI, a pinned URI or a key under `.provcat/` is refused (`UriError`).
+   */
+  async put(uri: Uri | string, source: PutSource, options: PutCallOptions = {}): Promise<Entry> {
+    const u = toUri(uri);
+    const { bucket, key } = this.writable(u, 'put');
+    let size: number | undefined;
+    if (typeof source === 'string') size = await sourceFileSize(source);
+    else if (source instanceof Uint8Array) size = source.byteLength;
+    const progress = this.progressFor('put', u, options.onProgress, size);
+    const putOptions = {
+      size,
+      contentType: await contentTypeFor(key, options.contentType),
+      signal: options.signal,
+      onProgress: progress,
+    };
+    const info = await this._put(bucket, key, source, putOptions);
+    return this.fileEntry(u, info);
+  }
+
+  /** Delete one object. Same refusals as {@link put}; `NotFound` when there is none. */
+  async delete(uri: Uri | string, options: CallOptions = {}): Promise<void> {
+    const u = toUri(uri);
+    const { bucket, key } = this.writable(u, 'delete');
+    await this._delete(bucket, key, { signal: options.signal });
+  }
+
+  /**
+   * Upload the files of a local folder to a store folder, with at most `concurrency` requests
+   * in flight, skipping files whose object already holds their bytes (decided from one listing;
+   * see src/folders/push.ts); with `delete`, also delete the objects the local folder lacks (never
+   * `.provcat/`); with `dryRun`, only report. Unnameable or colliding names, links to folders
+   * and special files are refused before anything is sent.
+   */
+  async push(localDir: string, uri: Uri | string, options: PushOptions = {}): Promise<PushResult> {
+    const { pushFolder } = await import('../folders/push.js');
+    return pushFolder(this, localDir, uri, options);
+  }
+
+  /**
+   * Delete every object under a folder (never `.provcat/`), at most `concurrency` at a time;
+   * returns how many. A bucket root is refused unless `force`; `NotFound` for an empty folder.
+   */
+  async deleteFolder(
+    uri: Uri | string,
+    options: DeleteFolderOptions = {},
+  ): Promise<DeleteFolderResult> {
+    const { deleteFolder } = await import('../folders/delete-folder.js');
+    return deleteFolder(this, uri, options);
+  }
+
+  /**
+   * The files added, removed and changed from folder `a` to `b` (a URI, or a commit ID of `a`'s
+   * folder; default: `a`'s folder now). A side at `?at=commit:` is answered from the commit's
+   * manifest, so two cached commits diff offline. See src/folders/diff.ts for what "changed" means.
+   */
+  async diff(a: Uri | string, b?: Uri | string, options: DiffOptions = {}): Promise<DiffResult> {
+    const { diffFolders } = await import('../folders/diff.js');
+    return diffFolders(this, a, b, options);
+  }
+
+  /**
+   * Pin a URI: a file to `?at=version:ID` of its current version; a folder to its newest
+   * commit, or the newest commit of a folder above it. A URI that has `?at=` is checked and
+   * returned. `StoreError` on a bucket without versions or a folder with no commit.
+   */
+  async pin(uri: Uri | string, options: CallOptions = {}): Promise<Uri> {
+    const { pinUri } = await import('../commits/pin.js');
+    return pinUri(this, uri, options);
+  }
+
+  /**
+   * Record the version of every file under a folder as a new commit, and return the folder
+   * pinned to it (`?at=commit:ID`). A consistent snapshot (two equal listings) or a
+   * `StoreError`; numbered without gaps or duplicates however many processes commit at once.
+   * With `from`, the local folder is pushed first ({@link push}); a commit that then fails is
+   * `NotCommitted` (the pushed files stay). See docs/commit-format.md.
+   */
+  async commit(uri: Uri | string, message: string, options: CommitCallOptions = {}): Promise<Uri> {
+    if (options.from !== undefined) {
+      const { commitFrom } = await import('../folders/push.js');
+      return (await commitFrom(this, options.from, uri, message, options)).uri;
+    }
+    const { commitFolder } = await import('../commits/commit.js');
+    return commitFolder(this, uri, message, options);
+  }
+
+  /** The commits of a folder, newest first (each checked against its parent chain). */
+  async log(uri: Uri | string, options: CallOptions = {}): Promise<LogEntry[]> {
+    const { logFolder } = await import('../commits/log.js');
+    return logFolder(this, uri, options);
+  }
+
+  /**
+   * Copy a branch (a top-level folder) or a commit (its ID) to a new top-level folder, file by
+   * file, server-side. Running it again completes a branch that failed halfway; an existing,
+   * different branch is a `StoreError`.
+   */
+  async branch(uri: Uri | string, source: string, options: BranchOptions = {}): Promise<Uri> {
+    const { branchFrom } = await import('../commits/branch.js');
+    return branchFrom(this, uri, source, options);
+  }
+
+  // ---- helpers of the API ------------------------------------------------------------------
+
+  /**
+   * Throw `OfflineMiss` when offline: the one guard every network use passes. The base calls it
+   * before any primitive it needs the store for; a driver calls {@link requireOnline} before it
+   * makes or uses a client, so even a primitive called directly makes no connection offline.
+   * The message suggests a pin only for a read (`stat`, `list`, `walk`, `fetch`), which a pin
+   * can answer from the cache; a write (`put`, `delete`, `push`, `mb`, ...) needs the store.
+   */
+  online(uri: Uri, what: string): void {
+    if (!this.offline) return;
+    const why = READS.has(what)
+      ? 'needs the store (pin it with ?at= to read it offline)'
+      : `needs the store: offline mode makes no network call, and a ${what} changes the store`;
+    throw new OfflineMiss(`offline: ${what} of ${uri} ${why}`, { uri: uri.toString() });
+  }
+
+  /**
+   * The driver's side of the offline guard: throw `OfflineMiss` when offline, before a client
+   * is made or a request sent (`what`: the operation, `uri`: what it is about).
+   */
+  requireOnline(what: string, uri: string): void {
+    if (this.offline) {
+      throw new OfflineMiss(`offline: no ${this.driver} call (${what} ${uri})`, { uri });
+    }
+  }
+
+  /** The bucket and key of a URI that put/delete may write. */
+  private writable(u: Uri, what: string): { bucket: string; key: string } {
+    const loc = this.locate(u);
+    const refuse = (why: string) => new UriError(`${what}: ${why}: ${u}`, { uri: u.toString() });
+    if (u.at) throw refuse('a pinned URI (?at=) cannot be written');
+    if (u.isFolder) throw refuse('a folder or bucket is not an object');
+    if (`${loc.key}/`.startsWith(META_PREFIX))
+      throw refuse(`keys under ${META_PREFIX} belong to provcat`);
+    const problem = this.capabilities.keyProblem?.(loc.key);
+    if (problem !== undefined)
+      throw refuse(`the ${this.driver} store cannot hold this name exactly (${problem})`);
+    this.online(u, what);
+    return loc;
+  }
+
+  /** An Entry for a file from what the store said about it. */
+  fileEntry(uri: Uri, info: ObjectInfo): Entry {
+    return {
+      uri,
+      kind: 'file',
+      size: info.size,
+      version: info.version,
+      versionId: info.versionId,
+      etag: info.etag,
+      md5: statedMd5(info),
+      sha256: info.sha256,
+    };
+  }
+
+  /** The first page of a one-level listing (or an empty one). */
+  private async firstPage(bucket: string, prefix: string, signal?: AbortSignal): Promise<ListPage> {
+    for await (const page of this._pages(bucket, prefix, { delimiter: '/', limit: 2, signal })) {
+      const objects = page.objects.filter((o) => o.key !== prefix);
+      if (page.prefixes.length > 0 || objects.length > 0)
+        return { prefixes: page.prefixes, objects };
+    }
+    return { prefixes: [], objects: [] };
+  }
+
+  /**
+   * Every object below a folder from one flat listing, as file entries (markers left out,
+   * unnameable keys refused, the bucket's `.provcat/` left out). `NotFound` for a folder with
+   * nothing below it, not even a marker (as {@link list}), and for a bucket that does not exist.
+   */
+  async listFiles(folder: Uri, options: CallOptions = {}): Promise<Entry[]> {
+    this.online(folder, 'walk');
+    const { bucket } = this.locate(folder);
+    const prefix = folder.prefix;
+    const out: Entry[] = [];
+    let any = false;
+    for await (const page of this._pages(bucket, prefix, { signal: options.signal })) {
+      for (const o of page.objects) {
+        any = true;
+        if (o.key.endsWith('/')) continue;
+        if (prefix === '' && o.key.startsWith(META_PREFIX)) continue;
+        out.push(this.fileEntry(Uri.fromKey(this.scheme, bucket, o.key), o));
+      }
+    }
+    if (!any && !folder.isBucket)
+      throw new NotFound(`no folder at ${folder}`, { uri: folder.toString() });
+    return out;
+  }
+
+  /** A progress callback for one transfer that reports to the store's and the call's callbacks. */
+  progressFor(
+    operation: string,
+    uri: Uri,
+    extra: ProgressCallback | undefined,
+    totalBytes: number | undefined,
+  ): ((bytes: number) => void) | undefined {
+    const sinks = [this.onProgress, extra].filter((f): f is ProgressCallback => f !== undefined);
+    if (sinks.length === 0) return undefined;
+    const text = uri.toString();
+    return (bytes) => {
+      for (const sink of sinks) sink({ operation, uri: text, bytes, totalBytes });
+    };
+  }
+
+  /** `stat` at `?at=version:` (from cached metadata when there is some) or `?at=commit:`. */
+  private async statPinned(u: Uri, options: CallOptions): Promise<Entry> {
+    const { bucket, key } = this.locate(u);
+    const at = u.at as NonNullable<Uri['at']>;
+    if (at.kind === 'version') {
+      const meta = await this.versionMeta(u, bucket, key, at.id, options);
+      return {
+        uri: u,
+        kind: 'file',
+        size: meta.size,
+        version: at.id,
+        versionId: at.id,
+        etag: meta.etag,
+      };
+    }
+    const { commitCovers, fileAt, filesUnder, loadCommit } = await import('../commits/read.js');
+    const commit = await loadCommit(this, bucket, at.id, options);
+    if (!commitCovers(commit, u.isFolder ? u : u.asFolder()) && !commitCovers(commit, u)) {
+      throw new NotFound(`${u}: commit ${at.id} does not cover this path`, { uri: u.toString() });
+    }
+    if (!u.isFolder) {
+      const f = fileAt(commit, key);
+      if (f) return this.commitFileEntry(u, f, options);
+    }
+    const folder = u.asFolder();
+    if (folder.prefix === commit.folder || filesUnder(commit, folder).length > 0) {
+      return folderEntry(folder);
+    }
+    throw new NotFound(`no file or folder at ${u} in commit ${at.id}`, { uri: u.toString() });
+  }
+
+  /** The entry of a file recorded in a commit; a field the manifest lacks comes from the store. */
+  private async commitFileEntry(u: Uri, f: CommitFile, options: CallOptions): Promise<Entry> {
+    let size = f.size;
+    let etag = f.etag;
+    if (typeof size !== 'number') {
+      const meta = await this.versionMeta(u, u.bucket, f.key, f.versionId, options);
+      size = meta.size;
+      etag = etag ?? meta.etag;
+    }
+    const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
+    const md5 = statedMd5({ etag });
+    const entry: Entry = {
+      uri: u,
+      kind: 'file',
+      size,
+      version: f.versionId,
+      versionId: f.versionId,
+    };
+    return { ...entry, etag, md5, sha256 };
+  }
+
+  /** Size and ETag of one version: from the cache, else one `_headVersion` (then cached). */
+  private async versionMeta(
+    u: Uri,
+    bucket: string,
+    key: string,
+    versionId: string,
+    options: CallOptions,
+  ): Promise<VersionMeta> {
+    const cached = await this.cache.readVersionMeta(this.scheme, bucket, key, versionId);
+    if (cached) return cached;
+    this.online(u, 'stat');
+    const info = await this._headVersion(bucket, key, versionId, options);
+    const meta = { key, versionId, size: info.size, etag: info.etag };
+    await this.cache.writeVersionMeta(this.scheme, bucket, meta);
+    return meta;
+  }
+
+  /** `list` at `?at=commit:`, answered from the commit's manifest. */
+  private async listPinned(u: Uri, options: CallOptions): Promise<Entry[]> {
+    const at = u.at as NonNullable<Uri['at']>;
+    if (at.kind !== 'commit')
+      throw new NotFound(`${u} is a file, not a folder`, { uri: u.toString() });
+    const folder = u.asFolder();
+    const { filesUnder, loadCommit } = await import('../commits/read.js');
+    const commit = await loadCommit(this, folder.bucket, at.id, options);
+    const files = filesUnder(commit, folder);
+    if (files.length === 0 && folder.prefix !== commit.folder) {
+      throw new NotFound(`no folder at ${folder} in commit ${at.id}`, { uri: folder.toString() });
+    }
+    const out: Entry[] = [];
+    const seen = new Set<string>();
+    for (const f of files) {
+      const rest = f.key.slice(folder.prefix.length);
+      const slash = rest.indexOf('/');
+      if (slash < 0) {
+        out.push(
+          await this.commitFileEntry(
+            Uri.fromKey(this.scheme, folder.bucket, f.key, at),
+            f,
+            options,
+          ),
+        );
+      } else {
+        const sub = `${folder.prefix}${rest.slice(0, slash + 1)}`;
+        if (seen.has(sub)) continue;
+        seen.add(sub);
+        out.push(folderEntry(Uri.fromKey(this.scheme, folder.bucket, sub, at)));
+      }
+    }
+    out.sort((a, b) => compareUtf8(a.uri.key, b.uri.key));
+    return out;
+  }
+
+  /** Every file below a folder at `?at=commit:`, from the manifest. */
+  private async listPinnedFiles(u: Uri, options: CallOptions): Promise<Entry[]> {
+    const at = u.at as NonNullable<Uri['at']>;
+    const { filesUnder, loadCommit } = await import('../commits/read.js');
+    const commit = await loadCommit(this, u.bucket, at.id, options);
+    const files = filesUnder(commit, u);
+    if (files.length === 0 && u.prefix !== commit.folder) {
+      throw new NotFound(`no folder at ${u} in commit ${at.id}`, { uri: u.toString() });
+    }
+    return Promise.all(
+      files.map((f) =>
+        this.commitFileEntry(Uri.fromKey(this.scheme, u.bucket, f.key, at), f, options),
+      ),
+    );
+  }
+
+  // ---- core primitives -------------------------------------------------------------------
+
+  /** Size and version of one object; `NotFound` when absent. */
+  abstract _head(bucket: string, key: string, options?: SignalOptions): Promise<ObjectInfo>;
+
+  /**
+   * Pages of a listing under `prefix`: with `delimiter` `/`, one level (folder prefixes and
+   * objects); without, every object below. Keys come in the store's (byte) order. A bucket that
+   * does not exist is `NotFound` naming it — from the listing's own answer (S3 `NoSuchBucket`,
+   * a 404), so an existing bucket costs no extra request; an existing empty one yields nothing.
+   */
+  abstract _pages(bucket: string, prefix: string, options?: PagesOptions): AsyncIterable<ListPage>;
+
+  /** The bytes of the current object (or a range of them), as a stream. `NotFound` when absent. */
+  abstract _get(bucket: string, key: string, options?: GetOptions): Promise<GetResult>;
+
+  /** Write one object (replacing any current one); returns what was written. */
+  abstract _put(
+    bucket: string,
+    key: string,
+    source: PutSource,
+    options?: PutOptions,
+  ): Promise<ObjectInfo>;
+
+  /** Delete one object (on a versioned bucket: add a delete marker); `NotFound` when absent. */
+  abstract _delete(bucket: string, key: string, options?: SignalOptions): Promise<void>;
+
+  // ---- version primitives (a driver without versions keeps these defaults) -----------------
+
+  /** The version ID of the current object. NotSupported when the bucket keeps no versions. */
+  async _versionOf(_bucket: string, _key: string, _options?: SignalOptions): Promise<string> {
+    throw this.noVersions();
+  }
+
+  /**
+   * Every version under `prefix`, delete markers included (`size: null`), in key order and,
+   * within a key, newest first. NotSupported when the bucket keeps no versions.
+   */
+  // biome-ignore lint/correctness/useYield: the default refuses before yielding anything
+  async *_history(
+    _bucket: string,
+    _prefix: string,
+    _options?: SignalOptions,
+  ): AsyncIterable<VersionRecord> {
+    throw this.noVersions();
+  }
+
+  /** `_head` of one version; `NotFound` when that version does not exist. */
+  async _headVersion(
+    _bucket: string,
+    _key: string,
+    _versionId: string,
+    _options?: SignalOptions,
+  ): Promise<ObjectInfo> {
+    throw this.noVersions();
+  }
+
+  /** `_get` of one version; `NotFound` when that version does not exist. */
+  async _getVersion(
+    _bucket: string,
+    _key: string,
+    _versionId: string,
+    _options?: GetOptions,
+  ): Promise<GetResult> {
+    throw this.noVersions();
+  }
+
+  /**
+   * Write `body` only if no current object has the key, atomically (the store's own
+   * conditional write); `Exists` otherwise. See {@link _createMode} for stores that ignore the
+   * condition.
+   */
+  async _create(
+    _bucket: string,
+    _key: string,
+    _body: Uint8Array,
+    _options?: SignalOptions,
+  ): Promise<ObjectInfo> {
+    throw this.noVersions();
+  }
+
+  /** Server-side copy of the current object, or of one version, to `toKey` in the same bucket. */
+  async _copy(
+    _bucket: string,
+    _key: string,
+    _versionId: string | undefined,
+    _toKey: string,
+    _options?: SignalOptions,
+  ): Promise<ObjectInfo> {
+    throw this.noVersions();
+  }
+
+  /** How `_create` keeps "only if absent" on `bucket` (drivers may probe once per bucket). */
+  async _createMode(_bucket: string): Promise<CreateMode> {
+    return this.capabilities.versions ? 'atomic' : 'none';
+  }
+
+  // ---- optional primitives ----------------------------------------------------------------
+
+  /**
+   * The store's native way to upload one large object in parts, bound to `bucket` (S3 multipart,
+   * GCS resumable sessions, Azure staged blocks); `undefined` (the default) when the driver has
+   * none, and `put` then always makes one `_put`. See {@link PartProtocol}.
+   */
+  partProtocol(_bucket: string): PartProtocol | undefined {
+    return undefined;
+  }
+
+  /**
+   * `_put` on the upload engine (src/upload/put.ts), for drivers with a {@link partProtocol}:
+   * one request through `single` when the source is small (at most `uploads.multipartThreshold`
+   * bytes, or a stream that ends within one part), else an upload in parts with bounded memory
+   * that is aborted on any failure. A driver's `_put` is then one line:
+   * `return this.putInParts(bucket, key, source, options, (s, o) => this.putOne(...))`.
+   */
+  protected async putInParts(
+    bucket: string,
+    key: string,
+    source: PutSource,
+    options: PutOptions,
+    single: (source: PutSource, options: PutOptions) => Promise<ObjectInfo>,
+  ): Promise<ObjectInfo> {
+    // Every object written gets a type by the one rule (src/core/content-type.ts), in one request or in parts.
+    options = { ...options, contentType: await contentTypeFor(key, options.contentType) };
+    const protocol = this.partProtocol(bucket);
+    if (protocol === undefined) return single(source, options);
+    const [{ putObject }, { PartBufferPool }] = await Promise.all([
+      import('../upload/put.js'),
+      import('../upload/parts.js'),
+    ]);
+    this.partPool ??= new PartBufferPool();
+    return putObject(
+      {
+        protocol,
+        putOne: single,
+        key,
+        uri: `${this.scheme}://${bucket}/${key.split('/').map(encodeSegment).join('/')}`,
+        settings: this.uploads,
+        pool: this.partPool,
+        debug: (m) => this.logger(m),
+      },
+      source,
+      options,
+    );
+  }
+
+  /**
+   * Delete one object only if it is still `version` (the store's conditional delete: an object
+   * rewritten since is kept, {@link PreconditionFailed}); `NotFound` when there is none.
+   * Garbage collection deletes with it. Default: {@link NotSupported}.
+   */
+  async _deleteIf(bucket: string, key: string, _options: DeleteIfOptions): Promise<void> {
+    throw new NotSupported(
+      `the ${this.driver} driver has no conditional delete (${bucket}/${key})`,
+    );
+  }
+
+  /**
+   * A time-limited GET URL of one object, signed with the store's credentials (managed-object
+   * presigned reads). Default: {@link NotSupported}.
+   */
+  async _presign(bucket: string, key: string, _options: PresignPrimitiveOptions): Promise<string> {
+    throw new NotSupported(`the ${this.driver} driver cannot presign URLs (${bucket}/${key})`);
+  }
+
+  /**
+   * Create a bucket (idempotent where the store allows), with versioning when asked. Drivers
+   * that can make buckets override this; the default refuses.
+   */
+  async makeBucket(bucket: string, _options: { versioning?: boolean } = {}): Promise<void> {
+    throw new NotSupported(`the ${this.driver} driver cannot create buckets (${bucket})`);
+  }
+
+  /** The error (a StoreError) a driver without versions raises from the version primitives. */
+  protected noVersions(): NotSupported {
+    return new NotSupported(`the ${this.driver} driver keeps no versions`);
+  }
+}
+
+/**
+ * The size of a local file to upload: SourceError when it cannot be read or is not a regular
+ * file (a FIFO would block the put, a directory is not an object).
+ */
+async function sourceFileSize(file: string): Promise<number> {
+  let stats: Awaited<ReturnType<typeof fsStat>>;
+  try {
+    stats = await fsStat(file);
+  } catch (cause) {
+    throw new SourceError(`cannot read ${file}: ${(cause as Error).message}`, { cause });
+  }
+  if (!stats.isFile()) throw new SourceError(`cannot upload ${file}: not a regular file`);
+  return stats.size;
+}
+
+/** A folder entry. */
+function folderEntry(uri: Uri): Entry {
+  return { uri, kind: 'folder', size: null, version: null };
+}
+
+/**
+ * A predicate on relative paths from include/exclude globs. minimatch loads only when there are
+ * globs: with brace-expansion it is an eighth of the code a CLI process would otherwise compile
+ * before its first request.
+ */
+async function globFilter(options: WalkOptions): Promise<(rel: string) => boolean> {
+  const inc = toList(options.include);
+  const exc = toList(options.exclude);
+  if (inc.length === 0 && exc.length === 0) return () => true;
+  const { minimatch } = await import('minimatch');
+  return (rel) =>
+    (inc.length === 0 || inc.some((g) => minimatch(rel, g, { dot: true }))) &&
+    !exc.some((g) => minimatch(rel, g, { dot: true }));
+}
+
+function toList(v: string | string[] | undefined): string[] {
+  return v === undefined ? [] : Array.isArray(v) ? v : [v];
+}
