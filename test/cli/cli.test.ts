@@ -356,7 +356,7 @@ describe('usage errors exit 2 at once, before any store is touched', () => {
 
 describe("the executable's stand-ins for modules its dependencies load (scripts/cli-shims)", () => {
   const load = createRequire(import.meta.url);
-  const shim = load('../scripts/cli-shims/assert.cjs') as typeof assert;
+  const shim = load('../../scripts/cli-shims/assert.cjs') as typeof assert;
 
   it('assert: equal passes what node:assert passes and throws what it throws', () => {
     expect(() => shim.equal(typeof (() => {}), 'function', 'a callback')).not.toThrow();
@@ -376,6 +376,6 @@ describe("the executable's stand-ins for modules its dependencies load (scripts/
   });
 
   it('graceful-fs is node:fs', () => {
-    expect(load('../scripts/cli-shims/graceful-fs.cjs')).toBe(load('node:fs'));
+    expect(load('../../scripts/cli-shims/graceful-fs.cjs')).toBe(load('node:fs'));
   });
 });
