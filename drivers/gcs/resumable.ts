@@ -11,6 +11,7 @@
  */
 import { Readable } from 'node:stream';
 import type { Storage } from '@google-cloud/storage';
+import { raceAbort } from '../../src/concurrency.js';
 import type * as D from '../../src/driver.js';
 import { isAbort, NotSupported, StoreError } from '../../src/errors.js';
 import { withRetries } from '../../src/retry.js';
@@ -70,7 +71,10 @@ export class GcsResumable implements D.PartProtocol {
     const file = (await this.storage()).bucket(this.bucket).file(key);
     const metadata = options.contentType === undefined ? {} : { contentType: options.contentType };
     try {
-      const [uri] = await file.createResumableUpload({ metadata });
+      // The SDK takes no signal here: the call is raced with it, so that a create that stalls
+      // (a request that never ends) is abandoned when the engine's bound aborts it.
+      const created = file.createResumableUpload({ metadata });
+      const [uri] = options.signal ? await raceAbort(created, options.signal) : await created;
       return options.size === undefined ? uri : `${uri}#${options.size}`;
     } catch (error) {
       const context = { bucket: this.bucket, key, op: 'create session' };
