@@ -12,6 +12,7 @@
 import { Readable } from 'node:stream';
 import type { Storage } from '@google-cloud/storage';
 import type * as D from '../../src/contract/primitives.js';
+import { raceAbort } from '../../src/core/concurrency.js';
 import { DEFAULT_CONTENT_TYPE } from '../../src/core/content-type.js';
 import { isAbort, NotSupported, StoreError } from '../../src/core/errors.js';
 import { withRetries } from '../../src/core/retry.js';
@@ -72,7 +73,10 @@ export class GcsResumable implements D.PartProtocol {
     // Always a type: without one the SDK may guess from the name by a table of its own.
     const metadata = { contentType: options.contentType ?? DEFAULT_CONTENT_TYPE };
     try {
-      const [uri] = await file.createResumableUpload({ metadata });
+      // The SDK takes no signal here: the call is raced with it, so that a create that stalls
+      // (a request that never ends) is abandoned when the engine's bound aborts it.
+      const created = file.createResumableUpload({ metadata });
+      const [uri] = options.signal ? await raceAbort(created, options.signal) : await created;
       return options.size === undefined ? uri : `${uri}#${options.size}`;
     } catch (error) {
       const context = { bucket: this.bucket, key, op: 'create session' };

@@ -87,6 +87,65 @@ export function partResendChecks(target: ConformanceTarget): void {
 }
 
 /**
+ * Register the stalled-request check for `target` (a target with `network.multipartBytes`): a put
+ * in parts whose first request with a body (a session's create, a part) stalls forever ends
+ * within its stall timeout's bound with a typed error, and the next put is exact.
+ */
+export function stalledRequestChecks(target: ConformanceTarget): void {
+  const net = target.network;
+  const partBytes = net?.multipartBytes;
+  if (!net || !partBytes) return;
+  describe('a put in parts whose first request stalls forever', () => {
+    let proxy: FaultProxy;
+    let work = '';
+    const prefix = randomPrefix('faults-stall');
+    beforeAll(async () => {
+      proxy = await startFaultProxy({ target: net.endpoint });
+      work = await mkdtemp(path.join(tmpdir(), 'provcat-fault-stall-'));
+    });
+    afterAll(async () => {
+      await proxy?.close();
+      await target.purge?.(prefix);
+      if (work) await rm(work, { recursive: true, force: true });
+    });
+
+    it('ends with a typed error within the stall bound, and the next put is exact', async () => {
+      const bytes = randomBytes(2 * partBytes);
+      const scheme = target.store({ cache: path.join(work, 'scheme') }).scheme;
+      const uri = `${scheme}://${target.bucket}/${prefix}object.bin`;
+      const options = { endpoint: proxy.url, stallTimeoutMs: 1000 };
+      const via = target.store({ cache: path.join(work, 'cache'), ...options });
+      const stall = { kind: 'stall', direction: 'request', ms: Number.POSITIVE_INFINITY } as const;
+      proxy.set([{ ...stall, method: /^(PUT|POST)$/, after: 0, next: 1 }]);
+      try {
+        // 3 attempts of 1 s and their backoff, then at most 30 s for the abort.
+        const settled = await Promise.race([
+          via.put(uri, bytes).then(
+            () => 'ok',
+            (e: unknown) => (e instanceof ProvcatError ? 'typed' : `untyped: ${String(e)}`),
+          ),
+          new Promise<string>((resolve) => setTimeout(() => resolve('hung'), 45_000)),
+        ]);
+        proxy.set([]);
+        expect(proxy.stats().faults.stall, 'the stall fired').toBeGreaterThan(0);
+        expect(['ok', 'typed']).toContain(settled);
+        await via.put(uri, bytes);
+      } finally {
+        proxy.set([]);
+        await closeStore(via);
+      }
+      const direct = target.store({ cache: path.join(work, 'direct') });
+      try {
+        const stored = await readObject(direct, uri);
+        expect(stored && sha256(stored)).toBe(sha256(bytes));
+      } finally {
+        await closeStore(direct);
+      }
+    }, 90_000);
+  });
+}
+
+/**
  * Register the reset-answer check for `target` (a target with `network`): a put of one request
  * whose answer's connection is reset after the server wrote the object settles — exactly, or
  * with a typed error — and the object is the one sent; the next put is exact.

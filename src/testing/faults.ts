@@ -35,7 +35,7 @@ import { Figures } from './fault-figures.js';
 import { flipChecks } from './fault-flip.js';
 import { killLoop } from './fault-kills.js';
 import { networkTrials } from './fault-network.js';
-import { partResendChecks, resetAnswerChecks } from './fault-parts.js';
+import { partResendChecks, resetAnswerChecks, stalledRequestChecks } from './fault-parts.js';
 import type { ConformanceTarget } from './target.js';
 
 export { type FaultConfig, faultConfig, KNOWN_FINDINGS } from './fault-config.js';
@@ -141,6 +141,7 @@ export function faultSuite(target: ConformanceTarget, options: FaultSuiteOptions
     partResendChecks(target);
     flipChecks(target);
     resetAnswerChecks(target);
+    stalledRequestChecks(target);
 
     const test = target.network && !target.localDirs?.length ? it.concurrent : it;
     if (target.network) {
