@@ -32,8 +32,6 @@ import type {
 } from '../../src/contract/primitives.js';
 import { ObjectIntegrityError, StoreError } from '../../src/core/errors.js';
 import { fsyncDir, isRunning } from '../../src/core/fs-atomic.js';
-
-import type { StageFiles } from './stage-files.js';
 import {
   debug,
   fsError,
@@ -44,6 +42,25 @@ import {
   writeAt,
   writeSynced,
 } from './stage-io.js';
+
+/**
+ * What the uploads need of the stage's files (`StageFiles`, stage-files.ts, which creates the
+ * uploads: named here, not imported, so the two files do not import each other).
+ */
+export interface UploadFiles {
+  /** The tenant (or `''`): markers go below it. */
+  readonly keyPrefix: string;
+  /** A key's location URI, for messages. */
+  readonly uriOf: (key: string) => string;
+  /** The file of a key. */
+  pathOf(key: string): string;
+  /** The upload temp of `key` when it is contained in the stage, else why not. */
+  containedTemp(key: string): Promise<{ file?: string; problem?: string }>;
+  /** Remove the upload temp of `key` if it is contained; `false` when there was none. */
+  removeTemp(key: string): Promise<boolean>;
+  /** The markers folder, proven a real folder below the root; `undefined` when absent. */
+  markersFolder(): Promise<string | undefined>;
+}
 
 /** The part protocol of a local stage: a temp file written at offsets, then renamed. */
 export class FileUploads implements PartProtocol {
@@ -57,7 +74,7 @@ export class FileUploads implements PartProtocol {
   private readonly open = new Map<string, { handle: FileHandle; marker: string }>();
   private swept = false;
 
-  constructor(private readonly files: StageFiles) {}
+  constructor(private readonly files: UploadFiles) {}
 
   private pathOf(key: string): string {
     return this.files.pathOf(key);

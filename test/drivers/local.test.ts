@@ -400,7 +400,17 @@ describe('local store', () => {
       // The children import dist/: refuse to test a build older than the source.
       if (!existsSync(dist)) throw new Error(`${dist} is missing: run \`npm run build\` first`);
       const built = statSync(dist).mtimeMs;
-      for (const source of ['local-store.ts', 'layout.ts', 'index.ts']) {
+      for (const source of [
+        'local-store.ts',
+        'layout.ts',
+        'index.ts',
+        'key-paths.ts',
+        'listing.ts',
+        'publish.ts',
+        'temp-sweep.ts',
+        'versions.ts',
+        'write-temp.ts',
+      ]) {
         if (statSync(path.join(repo, 'drivers/local', source)).mtimeMs > built) {
           throw new Error(`dist/ is older than drivers/local/${source}: run \`npm run build\``);
         }

@@ -1,0 +1,186 @@
+/**
+ * The second half of every local write: making a written temp (or a new delete marker) the
+ * key's next version, under the key's writer lock (the protocol is in `./layout.ts`).
+ *
+ * The lock is a lock directory per key (proper-lockfile: `mkdir` is atomic; a lock left by a
+ * crashed process goes stale after 10 s), held for a few metadata calls, never while bytes are
+ * copied. It makes version IDs grow in the order writes finish, across processes, and makes
+ * "create only if absent" (check "no current object", then publish) atomic: exactly one of
+ * several racing creators wins. A version becomes visible only by `rename`, so a reader never
+ * sees a partial object; the key's directory and its folder are fsynced before a write returns.
+ *
+ * @module
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import lockfile from 'proper-lockfile';
+import { Exists, NotFound, StoreError } from '../../src/core/errors.js';
+import { debug, errorCode, fsError, type Trace } from './fs-errors.js';
+import type { KeyPath } from './key-paths.js';
+import {
+  indexName,
+  nextVersionId,
+  parseVersionFile,
+  pendingName,
+  type VersionFile,
+  versionFileName,
+} from './layout.js';
+import { sweepFolder, sweepTemps } from './temp-sweep.js';
+import { newestVersion, sortVersions, versionNames } from './versions.js';
+import { removeTemp, type TempFile } from './write-temp.js';
+
+/** How long a writer waits for a key's lock: longer than the 10 s after which a lock is stale. */
+const LOCK_RETRIES = { retries: 80, factor: 1.2, minTimeout: 2, maxTimeout: 250, randomize: true };
+
+/**
+ * Publish `temp` as the key's next version under its lock; with `ifAbsent`, only when the key
+ * has no current object (else `Exists`): `_create`'s one winner. On failure the temp is removed.
+ */
+export async function publishTemp(
+  where: KeyPath,
+  temp: TempFile,
+  signal: AbortSignal | undefined,
+  trace: Trace,
+  ifAbsent = false,
+): Promise<VersionFile> {
+  try {
+    return await locked(where, signal, trace, async () => {
+      if (ifAbsent) {
+        const newest = await newestVersion(where);
+        if (newest !== undefined && newest.size !== null) {
+          throw new Exists(`${where.uri} exists (version ${newest.versionId})`, { uri: where.uri });
+        }
+      }
+      return publish(where, temp, trace);
+    });
+  } catch (error) {
+    await removeTemp(temp.path, trace);
+    throw error;
+  }
+}
+
+/** Under the key's lock: a delete marker over its current object; `NotFound` when it has none. */
+export async function publishMarker(
+  where: KeyPath,
+  signal: AbortSignal | undefined,
+  trace: Trace,
+): Promise<VersionFile> {
+  return locked(where, signal, trace, async () => {
+    const newest = await newestVersion(where);
+    if (newest === undefined || newest.size === null) {
+      throw new NotFound(`${where.uri} not found`, { uri: where.uri });
+    }
+    return publish(where, undefined, trace);
+  });
+}
+
+/**
+ * Under the key's lock: give the temp file (or, for `undefined`, a new delete marker) the next
+ * version ID, make it visible, and index it in the folder (the protocol is in `./layout.ts`).
+ */
+async function publish(
+  where: KeyPath,
+  bytes: TempFile | undefined,
+  trace: Trace,
+): Promise<VersionFile> {
+  const pending = path.join(where.folder, pendingName(where.ref));
+  const leftover = !(await createEmpty(pending, where.uri));
+  const names = await versionNames(where.dir, where.uri);
+  await sweepTemps(where.dir, names, trace);
+  await sweepFolder(where, trace);
+  const versions = sortVersions(names);
+  if (leftover) {
+    // A writer died between publishing and indexing: complete the index first.
+    trace(`repairing the listing index of ${where.uri}`);
+    for (const v of versions) {
+      await createEmpty(path.join(where.folder, indexName(where.ref, v.name)), where.uri);
+    }
+  }
+  const versionId = nextVersionId(versions.at(-1));
+  const name =
+    bytes === undefined
+      ? versionFileName(versionId, null)
+      : versionFileName(versionId, bytes.size, bytes.md5);
+  const file = path.join(where.dir, name);
+  try {
+    if (bytes === undefined) await fs.writeFile(file, '', { flag: 'wx' });
+    else await fs.rename(bytes.path, file);
+  } catch (error) {
+    throw fsError(error, `cannot publish ${where.uri}`, where.uri);
+  }
+  await syncDir(where.dir, where.uri);
+  await createEmpty(path.join(where.folder, indexName(where.ref, name)), where.uri);
+  await syncDir(where.folder, where.uri);
+  try {
+    await fs.rm(pending);
+  } catch (error) {
+    throw fsError(error, `cannot finish writing ${where.uri}`, where.uri);
+  }
+  return parseVersionFile(name) as VersionFile;
+}
+
+/** Run `fn` holding the key's writer lock (see the module comment). */
+async function locked<T>(
+  where: KeyPath,
+  signal: AbortSignal | undefined,
+  trace: Trace,
+  fn: () => Promise<T>,
+): Promise<T> {
+  signal?.throwIfAborted();
+  let release: () => Promise<void>;
+  try {
+    release = await lockfile.lock(where.dir, {
+      realpath: false,
+      lockfilePath: path.join(where.dir, '.lock'),
+      retries: LOCK_RETRIES,
+      onCompromised: (error) => {
+        // Version IDs stay unique (random part); only the order of racing writes may suffer.
+        trace(`lock of ${where.uri} compromised: ${String(error)}`);
+      },
+    });
+  } catch (error) {
+    throw new StoreError(`cannot lock ${where.uri} for writing`, {
+      uri: where.uri,
+      cause: error,
+    });
+  }
+  try {
+    signal?.throwIfAborted();
+    return await fn();
+  } finally {
+    try {
+      await release();
+    } catch (error) {
+      // The write itself is done (or failed on its own); a lock left behind goes stale.
+      trace(`cannot release the lock of ${where.uri}: ${String(error)}`);
+    }
+  }
+}
+
+/** Create an empty file if it does not exist: true when this call created it. */
+async function createEmpty(file: string, uri: string): Promise<boolean> {
+  try {
+    await fs.writeFile(file, '', { flag: 'wx' });
+    return true;
+  } catch (error) {
+    if (errorCode(error) === 'EEXIST') return false;
+    throw fsError(error, `cannot write ${uri}`, uri);
+  }
+}
+
+/** fsync a directory so a rename in it survives a crash (where the platform allows it). */
+async function syncDir(dir: string, uri: string): Promise<void> {
+  let handle: fs.FileHandle | undefined;
+  try {
+    handle = await fs.open(dir, 'r');
+    await handle.sync();
+  } catch (error) {
+    const code = errorCode(error);
+    // Some platforms and file systems cannot open or fsync a directory; the rename stands.
+    if (code === 'EISDIR' || code === 'EINVAL' || code === 'EPERM' || code === 'ENOTSUP') {
+      debug('cannot fsync directory %s: %s', dir, code);
+    } else throw fsError(error, `cannot sync ${uri}`, uri);
+  } finally {
+    await handle?.close();
+  }
+}
