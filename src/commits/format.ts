@@ -31,7 +31,7 @@ export const COMMIT_FORMAT = 'provcat.commit/1';
 /** The `format` of branch intent records. */
 export const BRANCH_FORMAT = 'provcat.branch/1';
 
-/** Log entries are named `10^15 - N`, so N runs from 1 to 10^15 - 1 (src/logs/create-only-log.ts). */
+/** Log entry N is named `10^15 - N` (src/logs/create-only-log.ts). */
 export { compareUtf8, isMetaKey, LOG_BASE, logName, META_PREFIX, numberOfLogKey };
 
 /** Largest commit number a log can hold. */

@@ -3,9 +3,11 @@
  *
  * - {@link readSmall} reads one small object (a commit, a log entry, a branch record) whole, with
  *   a size cap: these objects are parsed as JSON or compared as text, so they are read into
- *   memory, and the cap keeps a hostile or corrupt object from exhausting it.
- * - {@link createOnce} is "create only if absent" in the bucket's create mode. `atomic` uses the
- *   store's conditional write. `oldest-version-wins` (a versioned store that ignores the
+ *   memory, and the cap keeps a hostile or corrupt object from exhausting it. {@link readWhole}
+ *   is the same read of a body already opened (reference-set logs read through a stage).
+ * - {@link createOnce} is "create only if absent" in the bucket's create mode (the create-only
+ *   log's {@link createOnlyIfAbsent}, deciding oldest-version-wins by version ID). `atomic`
+ *   uses the store's conditional write. `oldest-version-wins` (a versioned store that ignores the
  *   condition) writes with `_put`, then lists the key's versions: the oldest version is the one
  *   that counts, for the writer deciding whether it won and for every reader
  *   ({@link readOldest}). The loser's version stays behind as a newer version of the key; no
