@@ -14,7 +14,7 @@
  *    so the loop is lock-free; it is still bounded ({@link COMMIT_ATTEMPTS}).
  *
  * Create modes (`_createMode`): `atomic` as above; `oldest-version-wins` writes the entry with
- * `_put` and the oldest version of the key wins (io.ts); `none` refuses before writing anything.
+ * `_put` and the oldest version of the key wins (src/logs/create-only-log.ts); `none` refuses before writing anything.
  *
  * @module
  */
@@ -22,8 +22,9 @@ import { debuglog } from 'node:util';
 import type { CreateMode } from '../contract/primitives.js';
 import { type FileFacts, sameBytes } from '../core/entry.js';
 import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../core/errors.js';
+import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import type { Uri } from '../core/uri.js';
-import { backoff, createOnce, noCreateError, readSmall, sleep } from '../logs/small-objects.js';
+import { createOnce, noCreateError, readSmall } from '../logs/small-objects.js';
 import type { ObjectStore } from '../store/object-store.js';
 import {
   COMMIT_FORMAT,
@@ -40,6 +41,9 @@ import { cacheCommit, loadCommit, MAX_COMMIT_BYTES } from './read.js';
 import { snapshotFolder } from './snapshot.js';
 
 const debug = debuglog('provcat:commits');
+
+/** The wait after a lost log race: full jitter, at most 320 ms (after five losses in a row). */
+const RACE_BACKOFF: Backoff = { baseMs: 10, capMs: 1000 };
 
 /** Log races lost in a row before a commit gives up with a StoreError. */
 export const COMMIT_ATTEMPTS = 64;
@@ -166,7 +170,8 @@ export async function commitFolder(
   if (mode === 'none') throw noCreateError(store, bucket, `commit of ${where}`);
 
   for (let attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
-    if (attempt > 0) await sleep(backoff(Math.min(attempt, 5), 5), signal);
+    if (attempt > 0)
+      await sleep(backoffMs(Math.min(attempt, 5), Math.random, RACE_BACKOFF), signal);
     const pointer = await newestEntry(store, bucket, folder, signal);
     let parent: Awaited<ReturnType<typeof loadCommit>> | undefined;
     if (pointer) {

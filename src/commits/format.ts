@@ -22,6 +22,8 @@ import { sha256Hex } from '../core/digest.js';
 import { StoreError, UriError } from '../core/errors.js';
 import { compareUtf8, isMetaKey, META_PREFIX } from '../core/keys.js';
 import { segmentProblem } from '../core/uri.js';
+import { canonicalJson, type Json, parseCanonical } from '../logs/canonical-json.js';
+import { LOG_BASE, logName, MAX_LOG_NUMBER, numberOfLogKey } from '../logs/create-only-log.js';
 
 /** The `format` of every commit object this version writes and reads. */
 export const COMMIT_FORMAT = 'provcat.commit/1';
@@ -29,13 +31,11 @@ export const COMMIT_FORMAT = 'provcat.commit/1';
 /** The `format` of branch intent records. */
 export const BRANCH_FORMAT = 'provcat.branch/1';
 
-export { compareUtf8, isMetaKey, META_PREFIX };
-
-/** Log entries are named `10^15 - N`, so N runs from 1 to 10^15 - 1. */
-export const LOG_BASE = 1_000_000_000_000_000;
+/** Log entry N is named `10^15 - N` (src/logs/create-only-log.ts). */
+export { compareUtf8, isMetaKey, LOG_BASE, logName, META_PREFIX, numberOfLogKey };
 
 /** Largest commit number a log can hold. */
-export const MAX_COMMIT_NUMBER = LOG_BASE - 1;
+export const MAX_COMMIT_NUMBER = MAX_LOG_NUMBER;
 
 /** One file recorded in a commit. */
 export interface CommitFile {
@@ -91,54 +91,9 @@ export function isCommitId(id: string): boolean {
 
 export { sha256Hex };
 
-// ---- canonical JSON ------------------------------------------------------------------------
+// ---- canonical JSON (src/logs/canonical-json.ts) -----------------------------------------
 
-/** A JSON value as the canonical writer accepts it. */
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-
-/**
- * RFC 8785 (JCS) text of a value: members sorted by UTF-16 code units, no whitespace. Only safe
- * integers are accepted as numbers (the format has no other); `undefined` members are dropped.
- */
-export function canonicalJson(value: unknown): string {
-  if (value === null) return 'null';
-  switch (typeof value) {
-    case 'boolean':
-      return value ? 'true' : 'false';
-    case 'number':
-      if (!Number.isSafeInteger(value)) {
-        throw new TypeError(`canonical JSON holds only safe integers, not ${value}`);
-      }
-      return String(value);
-    case 'string':
-      return JSON.stringify(value);
-    case 'object': {
-      // Built by appending: a commit of 10,000 files is 10,000 small objects, and the
-      // entries/filter/map/join version spent ~20 µs on each.
-      if (Array.isArray(value)) {
-        let out = '[';
-        for (let i = 0; i < value.length; i++) {
-          if (i > 0) out += ',';
-          out += canonicalJson(value[i]);
-        }
-        return `${out}]`;
-      }
-      const object = value as Record<string, unknown>;
-      // The default sort compares UTF-16 code units, which is what RFC 8785 asks for.
-      const keys = Object.keys(object).sort();
-      let out = '{';
-      for (const key of keys) {
-        const v = object[key];
-        if (v === undefined) continue;
-        if (out.length > 1) out += ',';
-        out += `${JSON.stringify(key)}:${canonicalJson(v)}`;
-      }
-      return `${out}}`;
-    }
-    default:
-      throw new TypeError(`canonical JSON cannot hold a ${typeof value}`);
-  }
-}
+export { canonicalJson, type Json };
 
 /** The canonical UTF-8 bytes of a commit body. */
 export function commitBytes(body: CommitBody): Buffer {
@@ -157,26 +112,9 @@ export function logPrefix(folder: string): string {
   return `${META_PREFIX}log/${sha256Hex(folder)}/`;
 }
 
-/** The name of log entry N: `10^15 - N`, zero-padded to 16 digits (newest sorts first). */
-export function logName(number: number): string {
-  if (!Number.isSafeInteger(number) || number < 1 || number > MAX_COMMIT_NUMBER) {
-    throw new RangeError(`a commit number is an integer in 1..${MAX_COMMIT_NUMBER}, not ${number}`);
-  }
-  return String(LOG_BASE - number).padStart(16, '0');
-}
-
 /** The key of log entry N of a folder. */
 export function logKey(folder: string, number: number): string {
   return logPrefix(folder) + logName(number);
-}
-
-/** The commit number a log entry key names, or `undefined` for a key that is not one. */
-export function numberOfLogKey(prefix: string, key: string): number | undefined {
-  if (!key.startsWith(prefix)) return undefined;
-  const name = key.slice(prefix.length);
-  if (!/^[0-9]{16}$/.test(name)) return undefined;
-  const n = LOG_BASE - Number(name);
-  return n >= 1 && n <= MAX_COMMIT_NUMBER ? n : undefined;
 }
 
 /** The key of a branch's intent record: `.provcat/branches/<name>.json`. */
@@ -229,15 +167,20 @@ export function folderProblem(folder: string): string | undefined {
  * mistyped field, files out of order or outside the folder, an unknown `format`.
  */
 export function parseCommit(bytes: Uint8Array, id: string, bucket: string): Commit {
-  let text: string;
-  let value: unknown;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    value = JSON.parse(text);
-  } catch (cause) {
-    throw bad(id, 'not UTF-8 JSON', cause);
-  }
-  if (!isPlainObject(value)) throw bad(id, 'not a JSON object');
+  const record = parseCanonical(bytes, {
+    fail: (problem, why, cause) =>
+      bad(
+        id,
+        problem === 'not-canonical' ? 'not in canonical form (sorted keys, no whitespace)' : why,
+        cause,
+      ),
+    validate: (value) => checkCommitFields(value, id),
+  });
+  return { ...(record as unknown as CommitBody), id, bucket };
+}
+
+/** The field checks of {@link parseCommit} (everything but the canonical form). */
+function checkCommitFields(value: Record<string, unknown>, id: string): void {
   if (value.format !== COMMIT_FORMAT) {
     throw bad(id, `format ${JSON.stringify(value.format)} (this reader knows ${COMMIT_FORMAT})`);
   }
@@ -288,15 +231,6 @@ export function parseCommit(bytes: Uint8Array, id: string, bucket: string): Comm
     }
     previous = key;
   }
-  const body = value as unknown as CommitBody;
-  let canonical: string;
-  try {
-    canonical = canonicalJson(body);
-  } catch (cause) {
-    throw bad(id, 'holds a value canonical JSON cannot', cause);
-  }
-  if (canonical !== text) throw bad(id, 'not in canonical form (sorted keys, no whitespace)');
-  return { ...body, id, bucket };
 }
 
 /** The stored body of a commit (drops `id` and `bucket`). */

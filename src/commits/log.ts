@@ -3,7 +3,7 @@
  * holding the 64-hex ID of commit N. Names count down, so a plain ascending listing gives the
  * newest commit first and "the newest commit" is the first key of one short listing.
  *
- * Every reader takes the *oldest* version of an entry key (see io.ts): with an atomic create
+ * Every reader takes the *oldest* version of an entry key (src/logs/create-only-log.ts): with an atomic create
  * there is only one, and on a store that ignores create-if-absent (`oldest-version-wins`) the
  * oldest is the write that won. Reading the current version there could return a loser's ID.
  *
@@ -12,13 +12,11 @@
 import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
 import { OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import { toUri, type Uri } from '../core/uri.js';
-import { oldestVersions, readOldest, readSmall } from '../logs/small-objects.js';
+import { entryId, follows, MAX_ENTRY_BYTES, newestListed } from '../logs/create-only-log.js';
+import { oldestVersionsIn, readOldest, readSmall } from '../logs/small-objects.js';
 import type { ObjectStore } from '../store/object-store.js';
-import { type Commit, isCommitId, isMetaKey, logPrefix, numberOfLogKey } from './format.js';
+import { type Commit, isMetaKey, logPrefix, numberOfLogKey } from './format.js';
 import { loadCommit } from './read.js';
-
-/** A log entry holds 64 hex characters; anything much bigger is not one. */
-const MAX_ENTRY_BYTES = 1024;
 
 /** One commit of a folder as {@link logFolder} reports it. */
 export interface LogEntry {
@@ -43,11 +41,16 @@ export interface LogPointer {
 }
 
 function parseEntry(bytes: Buffer, where: string): string {
-  const id = bytes.toString('utf8');
-  if (!isCommitId(id)) {
+  const id = entryId(bytes);
+  if (id === undefined) {
     throw new StoreError(`log entry ${where} does not hold a commit ID`, { uri: where });
   }
   return id;
+}
+
+/** The objects of a paged listing, page after page. */
+async function* objectsOf(pages: AsyncIterable<{ objects: readonly { key: string }[] }>) {
+  for await (const page of pages) yield* page.objects;
 }
 
 /**
@@ -61,16 +64,10 @@ export async function newestEntry(
   signal?: AbortSignal,
 ): Promise<LogPointer | undefined> {
   const prefix = logPrefix(folder);
-  let first: { key: string; number: number } | undefined;
-  pages: for await (const page of store._pages(bucket, prefix, { limit: 1, signal })) {
-    for (const o of page.objects) {
-      const number = numberOfLogKey(prefix, o.key);
-      if (number !== undefined) {
-        first = { key: o.key, number };
-        break pages;
-      }
-    }
-  }
+  const first = await newestListed(
+    objectsOf(store._pages(bucket, prefix, { limit: 1, signal })),
+    (key) => numberOfLogKey(prefix, key),
+  );
   if (!first) return undefined;
   const where = `${store.scheme}://${bucket}/${first.key}`;
   const bytes = await readOldest(store, bucket, first.key, { limit: MAX_ENTRY_BYTES, signal });
@@ -90,7 +87,7 @@ export async function readLog(
 ): Promise<LogPointer[]> {
   checkConcurrency(options.concurrency);
   const prefix = logPrefix(folder);
-  const records = await oldestVersions(store, bucket, prefix, { signal: options.signal });
+  const records = await oldestVersionsIn(store, bucket, prefix, { signal: options.signal });
   const pointers: LogPointer[] = [];
   await forEachLimit(
     records.entries(),
@@ -190,7 +187,7 @@ export async function logFolder(
     const entry = entries[i] as LogEntry;
     const older = entries[i + 1];
     const expected = older ? older.id : null;
-    const gapless = older ? older.number === entry.number - 1 : entry.number === 1;
+    const gapless = follows(entry.number, older?.number);
     if (entry.parent !== expected || !gapless) {
       throw new StoreError(
         `the log of ${folderUri} is broken at commit ${entry.number} (${entry.id}): its parent ` +

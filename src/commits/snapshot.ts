@@ -16,8 +16,8 @@ import { debuglog } from 'node:util';
 import type { VersionRecord } from '../contract/primitives.js';
 import { StoreError } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
+import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import { Uri } from '../core/uri.js';
-import { backoff, sleep } from '../logs/small-objects.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { type CommitFile, compareUtf8, isMetaKey } from './format.js';
 
@@ -25,6 +25,9 @@ const debug = debuglog('provcat:commits');
 
 /** Pairs of listings tried before a folder that keeps changing is refused. */
 export const SNAPSHOT_ATTEMPTS = 5;
+
+/** The wait before listing again: full jitter, 20 ms × 2^attempt on average, 2 s at most. */
+const LISTING_BACKOFF: Backoff = { baseMs: 40, capMs: 2000 };
 
 /** Options of {@link snapshotFolder}. */
 export interface SnapshotOptions {
@@ -87,7 +90,7 @@ export async function snapshotFolder(
   const attempts = options.attempts ?? SNAPSHOT_ATTEMPTS;
   let listing: VersionRecord[] | undefined;
   for (let attempt = 0; attempt < attempts; attempt++) {
-    if (attempt > 0) await sleep(backoff(attempt), signal);
+    if (attempt > 0) await sleep(backoffMs(attempt, Math.random, LISTING_BACKOFF), signal);
     const a = await listVersions(store, bucket, folder, signal);
     const b = await listVersions(store, bucket, folder, signal);
     if (sameListing(a, b)) {

@@ -101,12 +101,31 @@ export function isRetryable(error: unknown): boolean {
   return noAnswer(error);
 }
 
-/** The wait before attempt `attempt + 1` (attempt counts from 1): full jitter, capped. */
-export function backoffMs(attempt: number, random: () => number = Math.random): number {
-  return Math.min(RETRY_CAP_MS, random() * RETRY_BASE_MS * 2 ** attempt);
+/** A backoff's scale: the first wait's upper bound and the longest wait (milliseconds). */
+export interface Backoff {
+  /** The first backoff's upper bound; it doubles per attempt. */
+  baseMs: number;
+  /** No wait is longer. */
+  capMs: number;
 }
 
-/** Wait `ms`, or reject when `signal` aborts. */
+/** The backoff of requests to a store ({@link RETRY_BASE_MS}, {@link RETRY_CAP_MS}). */
+export const RETRY_BACKOFF: Readonly<Backoff> = { baseMs: RETRY_BASE_MS, capMs: RETRY_CAP_MS };
+
+/**
+ * The wait before attempt `attempt + 1` (attempt counts from 1): full jitter, a random wait in
+ * `[0, min(cap, base × 2^attempt))`. `backoff` scales it for a loop that is not a request retry
+ * (a commit that lost its log entry to another, a snapshot whose two listings differ).
+ */
+export function backoffMs(
+  attempt: number,
+  random: () => number = Math.random,
+  backoff: Readonly<Backoff> = RETRY_BACKOFF,
+): number {
+  return Math.min(backoff.capMs, random() * backoff.baseMs * 2 ** attempt);
+}
+
+/** Wait `ms`, or reject with an AbortError when `signal` aborts (the one sleep of provcat). */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const wait = new Promise<void>((resolve) => {

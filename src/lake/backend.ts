@@ -18,6 +18,7 @@ import type {
   SignalOptions,
 } from '../contract/primitives.js';
 import { NotFound, NotSupported } from '../core/errors.js';
+import { oldestVersions } from '../logs/create-only-log.js';
 import type { ObjectStore } from '../store/object-store.js';
 
 /** The storage behind one stage (see the module comment). */
@@ -100,15 +101,14 @@ export function storeBackend(store: ObjectStore, bucket: string): StageBackend {
       if ((await store._createMode(bucket)) !== 'oldest-version-wins') {
         return store._get(bucket, key, { signal: options.signal });
       }
-      // _history lists a key's versions newest first: the last one seen is the oldest.
-      let oldest: string | undefined;
-      for await (const record of store._history(bucket, key, { signal: options.signal })) {
-        if (record.key === key && record.size !== null) oldest = record.versionId;
-      }
+      const [oldest] = await oldestVersions(
+        store._history(bucket, key, { signal: options.signal }),
+        key,
+      );
       if (oldest === undefined) {
         throw new NotFound(`${store.scheme}://${bucket}/${key} has no version`);
       }
-      return store._getVersion(bucket, key, oldest, { signal: options.signal });
+      return store._getVersion(bucket, key, oldest.versionId, { signal: options.signal });
     },
     async *list(prefix, options = {}) {
       for await (const page of store._pages(bucket, prefix, { signal: options.signal })) {

@@ -3,9 +3,11 @@
  *
  * - {@link readSmall} reads one small object (a commit, a log entry, a branch record) whole, with
  *   a size cap: these objects are parsed as JSON or compared as text, so they are read into
- *   memory, and the cap keeps a hostile or corrupt object from exhausting it.
- * - {@link createOnce} is "create only if absent" in the bucket's create mode. `atomic` uses the
- *   store's conditional write. `oldest-version-wins` (a versioned store that ignores the
+ *   memory, and the cap keeps a hostile or corrupt object from exhausting it. {@link readWhole}
+ *   is the same read of a body already opened (reference-set logs read through a stage).
+ * - {@link createOnce} is "create only if absent" in the bucket's create mode (the create-only
+ *   log's {@link createOnlyIfAbsent}, deciding oldest-version-wins by version ID). `atomic`
+ *   uses the store's conditional write. `oldest-version-wins` (a versioned store that ignores the
  *   condition) writes with `_put`, then lists the key's versions: the oldest version is the one
  *   that counts, for the writer deciding whether it won and for every reader
  *   ({@link readOldest}). The loser's version stays behind as a newer version of the key; no
@@ -14,11 +16,45 @@
  * @module
  */
 import { debuglog } from 'node:util';
-import type { CreateMode, VersionRecord } from '../contract/primitives.js';
-import { Exists, NotFound, NotSupported, StoreError } from '../core/errors.js';
+import type { CreateMode, GetResult, VersionRecord } from '../contract/primitives.js';
+import { NotFound, NotSupported, StoreError } from '../core/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
+import { type CreateOnlyTarget, createOnlyIfAbsent, oldestVersions } from './create-only-log.js';
 
 const debug = debuglog('provcat:commits');
+
+/**
+ * Read a whole small body, at most `limit` bytes: the error of `tooLarge` (a {@link StoreError}
+ * unless the caller has its own) when it is or sends more, a StoreError when it ends short.
+ * `where` names it in messages.
+ */
+export async function readWhole(
+  result: GetResult,
+  limit: number,
+  where: string,
+  tooLarge: (message: string) => Error = (message) => new StoreError(message),
+): Promise<Buffer> {
+  if (result.info.size > limit) {
+    result.body.destroy();
+    throw tooLarge(`${where} is ${result.info.size} bytes, more than the ${limit} allowed`);
+  }
+  const chunks: Buffer[] = [];
+  let total = 0;
+  try {
+    for await (const chunk of result.body) {
+      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+      total += buf.length;
+      if (total > limit) throw tooLarge(`${where} sent more than the ${limit} bytes allowed`);
+      chunks.push(buf);
+    }
+  } finally {
+    result.body.destroy();
+  }
+  if (total !== result.info.size) {
+    throw new StoreError(`${where}: read ${total} bytes of ${result.info.size}`);
+  }
+  return Buffer.concat(chunks, total);
+}
 
 /** Read a whole small object (the current one, or one version). StoreError above `limit` bytes. */
 export async function readSmall(
@@ -32,49 +68,23 @@ export async function readSmall(
     versionId === undefined
       ? await store._get(bucket, key, { signal })
       : await store._getVersion(bucket, key, versionId, { signal });
-  const where = `${store.scheme}://${bucket}/${key}`;
-  if (result.info.size > limit) {
-    result.body.destroy();
-    throw new StoreError(`${where} is ${result.info.size} bytes, more than the ${limit} allowed`);
-  }
-  const chunks: Buffer[] = [];
-  let total = 0;
-  try {
-    for await (const chunk of result.body) {
-      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-      total += buf.length;
-      if (total > limit) {
-        throw new StoreError(`${where} sent more than the ${limit} bytes allowed`);
-      }
-      chunks.push(buf);
-    }
-  } finally {
-    result.body.destroy();
-  }
-  if (total !== result.info.size) {
-    throw new StoreError(`${where}: read ${total} bytes of ${result.info.size}`);
-  }
-  return Buffer.concat(chunks, total);
+  return readWhole(result, limit, `${store.scheme}://${bucket}/${key}`);
 }
 
 /**
  * The oldest version that is not a delete marker of every key under `prefix` (keys equal to
- * `exactKey` only, when given), in key order. `_history` lists a key's versions newest first, so
- * the last one seen wins.
+ * `exactKey` only, when given), in key order (create-only-log.ts {@link oldestVersions}).
  */
-export async function oldestVersions(
+export function oldestVersionsIn(
   store: ObjectStore,
   bucket: string,
   prefix: string,
   options: { exactKey?: string | undefined; signal?: AbortSignal | undefined } = {},
 ): Promise<VersionRecord[]> {
-  const byKey = new Map<string, VersionRecord>();
-  for await (const record of store._history(bucket, prefix, { signal: options.signal })) {
-    if (options.exactKey !== undefined && record.key !== options.exactKey) continue;
-    if (record.size === null) continue;
-    byKey.set(record.key, record);
-  }
-  return [...byKey.values()];
+  return oldestVersions(
+    store._history(bucket, prefix, { signal: options.signal }),
+    options.exactKey,
+  );
 }
 
 /** The bytes of the oldest version of `key`, or `undefined` when the key has none. */
@@ -84,7 +94,7 @@ export async function readOldest(
   key: string,
   options: { limit: number; signal?: AbortSignal | undefined },
 ): Promise<Buffer | undefined> {
-  const [oldest] = await oldestVersions(store, bucket, key, {
+  const [oldest] = await oldestVersionsIn(store, bucket, key, {
     exactKey: key,
     signal: options.signal,
   });
@@ -107,11 +117,12 @@ export function noCreateError(store: ObjectStore, bucket: string, what: string):
 }
 
 /**
- * Create `key` with `body` only if absent, in the bucket's create mode. Returns `true` when this
- * call's write is the one that counts, `false` when another write got there first. Throws
- * {@link StoreError} for mode `none`.
+ * Create `key` with `body` only if absent, in the bucket's create mode (create-only-log.ts
+ * {@link createOnlyIfAbsent}). Returns `true` when this call's write is the one that counts,
+ * `false` when another write got there first; in `oldest-version-wins` the write whose version
+ * is the key's oldest counts. Throws {@link NotSupported} for mode `none`.
  */
-export async function createOnce(
+export function createOnce(
   store: ObjectStore,
   bucket: string,
   key: string,
@@ -119,59 +130,33 @@ export async function createOnce(
   mode: CreateMode,
   signal?: AbortSignal,
 ): Promise<boolean> {
-  if (mode === 'atomic') {
-    try {
-      await store._create(bucket, key, body, { signal });
-      return true;
-    } catch (error) {
-      if (error instanceof Exists) return false;
-      throw error;
-    }
-  }
-  if (mode === 'oldest-version-wins') {
-    const info = await store._put(bucket, key, body, { size: body.byteLength, signal });
-    if (!info.versionId) {
-      throw new StoreError(
-        `${store.driver} wrote ${key} without a version ID; oldest-version-wins needs one`,
-      );
-    }
-    const [oldest] = await oldestVersions(store, bucket, key, { exactKey: key, signal });
-    if (!oldest) {
-      throw new StoreError(`${store.driver} does not list the version of ${key} it just wrote`);
-    }
-    const won = oldest.versionId === info.versionId;
-    if (!won) debug('%s: version %s lost to %s', key, info.versionId, oldest.versionId);
-    return won;
-  }
-  throw noCreateError(store, bucket, `writing ${key}`);
+  return createOnlyIfAbsent(objectStoreTarget(store, bucket), mode, key, body, signal);
+}
+
+/** An object store bucket as a create-only log's storage: a win is decided by version ID. */
+function objectStoreTarget(store: ObjectStore, bucket: string): CreateOnlyTarget {
+  return {
+    create: (key, bytes, signal) => store._create(bucket, key, bytes, { signal }),
+    put: (key, bytes, signal) => store._put(bucket, key, bytes, { size: bytes.byteLength, signal }),
+    async oldestWins(key, _bytes, written, signal) {
+      if (!written.versionId) {
+        throw new StoreError(
+          `${store.driver} wrote ${key} without a version ID; oldest-version-wins needs one`,
+        );
+      }
+      const [oldest] = await oldestVersionsIn(store, bucket, key, { exactKey: key, signal });
+      if (!oldest) {
+        throw new StoreError(`${store.driver} does not list the version of ${key} it just wrote`);
+      }
+      const won = oldest.versionId === written.versionId;
+      if (!won) debug('%s: version %s lost to %s', key, written.versionId, oldest.versionId);
+      return won;
+    },
+    refuse: (key) => noCreateError(store, bucket, `writing ${key}`),
+  };
 }
 
 /** True when `error` is a NotFound (for callers that turn a miss into `undefined`). */
 export function isNotFound(error: unknown): error is NotFound {
   return error instanceof NotFound;
-}
-
-/** Sleep `ms`, or reject when `signal` aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/** A short jittered exponential backoff: `base * 2^attempt`, +-50%, capped at one second. */
-export function backoff(attempt: number, base = 20): number {
-  const ms = Math.min(1000, base * 2 ** attempt);
-  return Math.round(ms * (0.5 + Math.random()));
 }

@@ -42,10 +42,10 @@
 import { constants as fsc } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { canonicalJson } from '../../commits/format.js';
 import { forEachLimit } from '../../core/concurrency.js';
 import { NotFound, NotSupported, PreconditionFailed } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/fs-atomic.js';
+import { canonicalJson } from '../../logs/canonical-json.js';
 import type { StageUpload } from '../stage.js';
 import type { ReadOptions } from '../stage-contract.js';
 import { GcPlanError, ReferencesChanged } from './errors.js';

@@ -22,8 +22,8 @@
 import { createHash, type Hash } from 'node:crypto';
 import { write } from 'node:fs';
 import path from 'node:path';
-import { canonicalJson } from '../../commits/format.js';
 import { type OutputFile, openOutputFile } from '../../core/output-file.js';
+import { canonicalJson } from '../../logs/canonical-json.js';
 import { KeepSetFileError } from './errors.js';
 import { compareUtf8, entryProblem } from './keys.js';
 import { LineReader } from './line-reader.js';

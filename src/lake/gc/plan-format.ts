@@ -20,8 +20,8 @@
 import { constants as fsc } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { canonicalJson } from '../../commits/format.js';
 import { sha256Hex } from '../../core/digest.js';
+import { canonicalJson, parseCanonical } from '../../logs/canonical-json.js';
 import { GcPlanError } from './errors.js';
 import { compareUtf8, isReservedKey, keyProblem } from './keys.js';
 
@@ -158,26 +158,9 @@ function corrupt(what: string, why: string, cause?: unknown): GcPlanError {
   return new GcPlanError('Corrupt', `${what}: ${why}`, { cause });
 }
 
-function parseCanonical(bytes: Buffer, what: string): Record<string, unknown> {
-  let text: string;
-  let value: unknown;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    value = JSON.parse(text);
-  } catch (cause) {
-    throw corrupt(what, 'not UTF-8 JSON', cause);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw corrupt(what, 'not a JSON object');
-  }
-  let canonical: string;
-  try {
-    canonical = canonicalJson(value);
-  } catch (cause) {
-    throw corrupt(what, 'holds a value canonical JSON cannot', cause);
-  }
-  if (canonical !== text) throw corrupt(what, 'not in canonical form');
-  return value as Record<string, unknown>;
+/** Parse a page or manifest as canonical JSON (src/logs/canonical-json.ts); `Corrupt` if not. */
+function parsePlanFile(bytes: Buffer, what: string): Record<string, unknown> {
+  return parseCanonical(bytes, { fail: (_problem, why, cause) => corrupt(what, why, cause) });
 }
 
 function checkFields(record: Record<string, unknown>, fields: string[], what: string): void {
@@ -236,7 +219,7 @@ export async function readManifest(dir: string): Promise<{ id: string; manifest:
     throw error;
   }
   const what = `plan manifest ${file}`;
-  const record = parseCanonical(bytes, what);
+  const record = parsePlanFile(bytes, what);
   if (record.format !== PLAN_FORMAT) {
     throw new GcPlanError(
       'UnknownFormat',
@@ -317,7 +300,7 @@ export async function readPage(
     );
   }
   const what = `plan page ${number} (${id})`;
-  const record = parseCanonical(bytes, what);
+  const record = parsePlanFile(bytes, what);
   if (record.format !== PAGE_FORMAT) {
     throw new GcPlanError('UnknownFormat', `${what} has format ${JSON.stringify(record.format)}`);
   }

@@ -21,8 +21,15 @@
  * @module
  */
 
-import { canonicalJson, LOG_BASE, logName, numberOfLogKey } from '../../commits/format.js';
 import { sha256Hex } from '../../core/digest.js';
+import { canonicalJson, parseCanonical } from '../../logs/canonical-json.js';
+import {
+  entryId,
+  MAX_ENTRY_BYTES as LOG_MAX_ENTRY_BYTES,
+  logName,
+  MAX_LOG_NUMBER,
+  numberOfLogKey,
+} from '../../logs/create-only-log.js';
 import { ReferenceSetError } from './errors.js';
 import { compareUtf8, entryProblem } from './keys.js';
 
@@ -41,7 +48,7 @@ export const MAX_DELTA_ENTRIES = 10_000;
 /** Largest delta a reader accepts (bytes). */
 export const MAX_DELTA_BYTES = 16 * 1024 * 1024;
 /** Largest log entry a reader accepts (a delta ID is 64 bytes). */
-export const MAX_ENTRY_BYTES = 1024;
+export const MAX_ENTRY_BYTES = LOG_MAX_ENTRY_BYTES;
 /** Longest set name (UTF-8 bytes). */
 export const MAX_NAME_BYTES = 1024;
 
@@ -120,7 +127,7 @@ export function parseEntryKey(relKey: string): { hash: string; number: number } 
 }
 
 /** Largest entry number a set can hold. */
-export const MAX_ENTRY_NUMBER = LOG_BASE - 1;
+export const MAX_ENTRY_NUMBER = MAX_LOG_NUMBER;
 
 /** The canonical bytes of a delta. */
 export function deltaBytes(delta: ReferenceDelta): Buffer {
@@ -151,18 +158,21 @@ export function parseDelta(bytes: Uint8Array, id: string): ReferenceDelta {
       `reference delta ${id} hashes to ${actual}: it is not the delta its log entry names`,
     );
   }
-  let text: string;
-  let value: unknown;
-  try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    value = JSON.parse(text);
-  } catch (cause) {
-    throw corrupt(id, 'not UTF-8 JSON', cause);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw corrupt(id, 'not a JSON object');
-  }
-  const record = value as Record<string, unknown>;
+  const record = parseCanonical(bytes, {
+    fail: (problem, why, cause) =>
+      problem === 'not-canonical'
+        ? new ReferenceSetError(
+            'NonCanonical',
+            `reference delta ${id} is not in canonical form (sorted members, no whitespace)`,
+          )
+        : corrupt(id, why, cause),
+    validate: (value) => checkDeltaFields(value, id),
+  });
+  return record as unknown as ReferenceDelta;
+}
+
+/** The field checks of {@link parseDelta} (everything but the digest, size and canonical form). */
+function checkDeltaFields(record: Record<string, unknown>, id: string): void {
   if (record.format !== REFS_FORMAT) {
     throw new ReferenceSetError(
       'UnknownFormat',
@@ -210,20 +220,12 @@ export function parseDelta(bytes: Uint8Array, id: string): ReferenceDelta {
     }
     previous = entry;
   }
-  const delta = record as unknown as ReferenceDelta;
-  if (canonicalJson(delta) !== text) {
-    throw new ReferenceSetError(
-      'NonCanonical',
-      `reference delta ${id} is not in canonical form (sorted members, no whitespace)`,
-    );
-  }
-  return delta;
 }
 
 /** Parse a log entry's bytes: exactly a delta ID. */
 export function parseEntry(bytes: Uint8Array, where: string): string {
-  const id = Buffer.from(bytes).toString('utf8');
-  if (!isDeltaId(id)) {
+  const id = entryId(bytes);
+  if (id === undefined) {
     throw new ReferenceSetError('Corrupt', `log entry ${where} does not hold a delta ID`);
   }
   return id;

@@ -14,10 +14,12 @@
  *
  * @module
  */
-import { canonicalJson } from '../../commits/format.js';
 import type { CreateMode, GetResult } from '../../contract/primitives.js';
 import { sha256Hex } from '../../core/digest.js';
-import { Exists, NotFound, StoreError } from '../../core/errors.js';
+import { NotFound, StoreError } from '../../core/errors.js';
+import { canonicalJson } from '../../logs/canonical-json.js';
+import { createOnlyIfAbsent, firstMissing, newestListed } from '../../logs/create-only-log.js';
+import { readWhole } from '../../logs/small-objects.js';
 import type { StageBackend } from '../backend.js';
 import { ReferenceSetError } from './errors.js';
 import {
@@ -56,27 +58,8 @@ export function stageText(stage: RefStage): string {
 }
 
 /** Read a whole small body, at most `limit` bytes (`TooLarge` beyond). */
-async function readBody(result: GetResult, limit: number, where: string): Promise<Buffer> {
-  if (result.info.size > limit) {
-    result.body.destroy();
-    throw new ReferenceSetError('TooLarge', `${where} is ${result.info.size} bytes, over ${limit}`);
-  }
-  const chunks: Buffer[] = [];
-  let total = 0;
-  try {
-    for await (const chunk of result.body) {
-      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-      total += buf.length;
-      if (total > limit) throw new ReferenceSetError('TooLarge', `${where} is over ${limit} bytes`);
-      chunks.push(buf);
-    }
-  } finally {
-    result.body.destroy();
-  }
-  if (total !== result.info.size) {
-    throw new StoreError(`${where}: read ${total} bytes of ${result.info.size}`);
-  }
-  return Buffer.concat(chunks, total);
+function readBody(result: GetResult, limit: number, where: string): Promise<Buffer> {
+  return readWhole(result, limit, where, (message) => new ReferenceSetError('TooLarge', message));
 }
 
 /** One set as its log lists it. */
@@ -182,13 +165,12 @@ export async function* readSet(
   signal?: AbortSignal,
 ): AsyncGenerator<SetDelta> {
   const { hash, numbers } = set;
-  for (let i = 0; i < numbers.length; i++) {
-    if (numbers[i] !== i + 1) {
-      throw new ReferenceSetError(
-        'Gap',
-        `the log of reference set ${hash} has no entry ${i + 1} (entries ${numbers.slice(0, 3).join(', ')}${numbers.length > 3 ? ', …' : ''} are listed)`,
-      );
-    }
+  const missing = firstMissing(numbers);
+  if (missing !== undefined) {
+    throw new ReferenceSetError(
+      'Gap',
+      `the log of reference set ${hash} has no entry ${missing} (entries ${numbers.slice(0, 3).join(', ')}${numbers.length > 3 ? ', …' : ''} are listed)`,
+    );
   }
   const fetch = (number: number): Promise<SetDelta & { number: number }> => {
     const p = (async () => {
@@ -241,7 +223,7 @@ export async function readHeads(
   const heads: SetHead[] = [];
   for (const set of sets.values()) {
     const number = set.numbers.length;
-    if (set.numbers[number - 1] !== number) {
+    if (firstMissing(set.numbers) !== undefined) {
       throw new ReferenceSetError('Gap', `the log of reference set ${set.hash} has a gap`);
     }
     heads.push({ set: set.hash, number, head: await readEntry(stage, set.hash, number, signal) });
@@ -262,15 +244,12 @@ export async function newestOf(
   const backend = await stage.backend();
   const rel = setLogPrefix(hash);
   const strip = stage.keyPrefix === '' ? 0 : stage.keyPrefix.length + 1;
-  let number: number | undefined;
-  for await (const info of backend.list(fullKey(stage, rel), { signal })) {
-    const parsed = parseEntryKey(info.key.slice(strip));
-    if (parsed && parsed.hash === hash) {
-      number = parsed.number;
-      break;
-    }
-  }
-  if (number === undefined) return undefined;
+  const newest = await newestListed(backend.list(fullKey(stage, rel), { signal }), (key) => {
+    const parsed = parseEntryKey(key.slice(strip));
+    return parsed && parsed.hash === hash ? parsed.number : undefined;
+  });
+  if (newest === undefined) return undefined;
+  const { number } = newest;
   const id = await readEntry(stage, hash, number, signal);
   const delta = await readDelta(stage, id, signal);
   if (delta.number !== number) {
@@ -284,11 +263,12 @@ export async function newestOf(
 
 /**
  * Create `key` holding `bytes` only if absent, in the store's create mode: `true` when this
- * write is the one that counts. `atomic`: the store's conditional write. `oldest-version-wins`:
- * a plain write, then the key's oldest version decides (equal bytes mean the entry names this
- * delta, whoever wrote it). `none`: refused with a StoreError before anything is written.
+ * write is the one that counts (create-only-log.ts {@link createOnlyIfAbsent}). `atomic`: the
+ * store's conditional write. `oldest-version-wins`: a plain write, then the key's oldest version
+ * decides (equal bytes mean the entry names this delta, whoever wrote it). `none`: refused with a
+ * StoreError before anything is written.
  */
-export async function createEntry(
+export function createEntry(
   backend: StageBackend,
   mode: CreateMode,
   key: string,
@@ -296,21 +276,25 @@ export async function createEntry(
   where: string,
   signal?: AbortSignal,
 ): Promise<boolean> {
-  if (mode === 'atomic') {
-    try {
-      await backend.create(key, bytes, { signal });
-      return true;
-    } catch (error) {
-      if (error instanceof Exists) return false;
-      throw error;
-    }
-  }
-  if (mode === 'oldest-version-wins') {
-    await backend.put(key, bytes, { signal });
-    const oldest = await readBody(await backend.getOldest(key, { signal }), MAX_ENTRY_BYTES, where);
-    return Buffer.from(bytes).equals(oldest);
-  }
-  throw noCreate(where);
+  return createOnlyIfAbsent(
+    {
+      create: (k, b, s) => backend.create(k, b, { signal: s }),
+      put: (k, b, s) => backend.put(k, b, { signal: s }),
+      async oldestWins(k, b, _written, s) {
+        const oldest = await readBody(
+          await backend.getOldest(k, { signal: s }),
+          MAX_ENTRY_BYTES,
+          where,
+        );
+        return Buffer.from(b).equals(oldest);
+      },
+      refuse: () => noCreate(where),
+    },
+    mode,
+    key,
+    bytes,
+    signal,
+  );
 }
 
 /** The StoreError of a store that cannot create only-if-absent. */
