@@ -9,11 +9,12 @@
  *
  * @module
  */
+
+import type { CachedStoreContext } from '../cache/context.js';
 import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
 import { OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import { toUri, type Uri } from '../core/uri.js';
 import { oldestVersions, readOldest, readSmall } from '../logs/small-objects.js';
-import type { ObjectStore } from '../store/object-store.js';
 import { type Commit, isCommitId, isMetaKey, logPrefix, numberOfLogKey } from './format.js';
 import { loadCommit } from './read.js';
 
@@ -55,7 +56,7 @@ function parseEntry(bytes: Buffer, where: string): string {
  * it has none. Three primitive calls: one listing of one key, its versions, one read.
  */
 export async function newestEntry(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   folder: string,
   signal?: AbortSignal,
@@ -83,7 +84,7 @@ export async function newestEntry(
  * `_history` listing plus one read per entry (at most `concurrency` at once).
  */
 export async function readLog(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   folder: string,
   options: { signal?: AbortSignal | undefined; concurrency?: number | undefined } = {},
@@ -126,7 +127,7 @@ export interface LogOptions {
 }
 
 /** The folder prefix and bucket a commit/log call is about; refuses what it cannot be. */
-export function folderOf(store: ObjectStore, uri: Uri | string, what: string) {
+export function folderOf(store: CachedStoreContext, uri: Uri | string, what: string) {
   const u = toUri(uri);
   if (u.at) {
     throw new UriError(`${what} takes a folder URI without ?at=: ${u}`, { uri: u.toString() });
@@ -149,7 +150,7 @@ export function folderOf(store: ObjectStore, uri: Uri | string, what: string) {
  * keeps no versions, `NotSupported`. Offline: `OfflineMiss` (the log is a listing of the store).
  */
 export async function logFolder(
-  store: ObjectStore,
+  store: CachedStoreContext,
   uri: Uri | string,
   options: LogOptions = {},
 ): Promise<LogEntry[]> {

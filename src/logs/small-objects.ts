@@ -15,14 +15,14 @@
  */
 import { debuglog } from 'node:util';
 import type { CreateMode, VersionRecord } from '../contract/primitives.js';
+import type { StoreContext } from '../contract/store-context.js';
 import { Exists, NotFound, NotSupported, StoreError } from '../core/errors.js';
-import type { ObjectStore } from '../store/object-store.js';
 
 const debug = debuglog('provcat:commits');
 
 /** Read a whole small object (the current one, or one version). StoreError above `limit` bytes. */
 export async function readSmall(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   key: string,
   options: { versionId?: string | undefined; limit: number; signal?: AbortSignal | undefined },
@@ -63,7 +63,7 @@ export async function readSmall(
  * the last one seen wins.
  */
 export async function oldestVersions(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   prefix: string,
   options: { exactKey?: string | undefined; signal?: AbortSignal | undefined } = {},
@@ -79,7 +79,7 @@ export async function oldestVersions(
 
 /** The bytes of the oldest version of `key`, or `undefined` when the key has none. */
 export async function readOldest(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   key: string,
   options: { limit: number; signal?: AbortSignal | undefined },
@@ -96,7 +96,7 @@ export async function readOldest(
  * The error of a bucket whose store cannot create only-if-absent: {@link NotSupported} (a
  * StoreError; CLI exit 11), raised before anything is written.
  */
-export function noCreateError(store: ObjectStore, bucket: string, what: string): NotSupported {
+export function noCreateError(store: StoreContext, bucket: string, what: string): NotSupported {
   return new NotSupported(
     `${what} refused: ${store.scheme}://${bucket}/ ignores create-only-if-absent ` +
       '(If-None-Match: * or its equivalent), so two concurrent writers could both win and two ' +
@@ -112,7 +112,7 @@ export function noCreateError(store: ObjectStore, bucket: string, what: string):
  * {@link StoreError} for mode `none`.
  */
 export async function createOnce(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   key: string,
   body: Uint8Array,
