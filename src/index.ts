@@ -77,15 +77,10 @@ export {
 } from './core/retry.js';
 export { type At, toUri, Uri } from './core/uri.js';
 export { type ServiceFailure, serviceError } from './driver-kit/service-errors.js';
+export type { CommitFromOptions, CommitFromResult } from './folders/commit-from.js';
 export type { DeleteFolderOptions, DeleteFolderResult } from './folders/delete-folder.js';
 export type { DiffChange, DiffFile, DiffOptions, DiffResult } from './folders/diff.js';
-export type {
-  CommitFromOptions,
-  CommitFromResult,
-  PushAction,
-  PushOptions,
-  PushResult,
-} from './folders/push.js';
+export type { PushAction, PushOptions, PushResult } from './folders/push.js';
 export * from './lake/index.js';
 export {
   type CallOptions,

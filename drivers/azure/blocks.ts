@@ -7,11 +7,24 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { BlockBlobClient } from '@azure/storage-blob';
+import type { BlobServiceClient, BlockBlobClient } from '@azure/storage-blob';
 import type * as D from '../../src/contract/primitives.js';
 import { NotFound, StoreError } from '../../src/core/errors.js';
-import type { AzureStore } from './azure-store.js';
+import type { AzureErrorContext } from './errors.js';
 import { infoOf } from './lean.js';
+
+/**
+ * What the block protocol takes of the Azure store (azure-store.ts): its guarded call on one
+ * blob, its mapped listing and `_head`. An interface, so this file does not import the store.
+ */
+export interface BlockHost {
+  onBlob<T>(c: string, key: string, op: string, fn: (b: BlockBlobClient) => Promise<T>): Promise<T>;
+  listing<T>(
+    ctx: AzureErrorContext,
+    items: (s: BlobServiceClient) => AsyncIterable<T>,
+  ): AsyncIterable<T>;
+  _head(bucket: string, key: string, options?: D.SignalOptions): Promise<D.ObjectInfo>;
+}
 
 /** The reference of an open upload as listed (no token is listed; abort discards every block). */
 export const ALL_BLOCKS = 'uncommitted-blocks';
@@ -34,7 +47,7 @@ export class AzureBlocks implements D.PartProtocol {
 
   constructor(
     readonly container: string,
-    private readonly store: AzureStore,
+    private readonly store: BlockHost,
   ) {}
 
   private onBlob<T>(key: string, op: string, fn: (blob: BlockBlobClient) => Promise<T>) {

@@ -19,7 +19,6 @@ import { forEachLimit } from '../core/concurrency.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
 import type { Uri } from '../core/uri.js';
-import type { FetchOptions, FetchResult, ObjectStore } from '../store/object-store.js';
 import {
   type FileRecord,
   lstatOrUndefined,
@@ -29,11 +28,12 @@ import {
   wholeUpToFor,
 } from './cache.js';
 import { checkableWith, recordedDigest } from './content-digest.js';
-import { Transfer } from './fetch.js';
+import type { CachedStoreContext } from './context.js';
+import { type FetchOptions, type FetchResult, Transfer } from './transfer.js';
 
 /** Fetch exactly the versions a commit lists for `u` (a folder or file at or below it). */
 export async function fetchCommit(
-  store: ObjectStore,
+  store: CachedStoreContext,
   u: Uri,
   id: string,
   options: FetchOptions,

@@ -19,12 +19,13 @@
 import path from 'node:path';
 import { debuglog } from 'node:util';
 import type { GetResult, ObjectInfo } from '../contract/primitives.js';
+import { ADAPTIVE_MAX_CONCURRENCY } from '../contract/store-context.js';
 import { type AdaptiveWindow, forEachAdaptive } from '../core/concurrency.js';
+import type { Entry } from '../core/entry.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
 import type { Uri } from '../core/uri.js';
-import type { FetchOptions, FetchResult, ObjectStore } from '../store/object-store.js';
-import { ADAPTIVE_MAX_CONCURRENCY } from '../store/store.js';
+import { listFiles } from '../folders/listing.js';
 import {
   type FileRecord,
   lstatOrUndefined,
@@ -41,10 +42,12 @@ import {
   recordedDigest,
   statedDigest,
 } from './content-digest.js';
+import type { CachedStoreContext } from './context.js';
+import { type FetchOptions, type FetchResult, Transfer } from './transfer.js';
 
 /** Dispatch a fetch by the kind of URI. */
 export async function fetchUri(
-  store: ObjectStore,
+  store: CachedStoreContext,
   u: Uri,
   options: FetchOptions,
 ): Promise<FetchResult> {
@@ -106,46 +109,6 @@ function expectedOf(
   return { ...digest, uri, source };
 }
 
-/** Shared progress bookkeeping of one fetch. */
-export class Transfer {
-  bytes = 0;
-  files = 0;
-  private readonly report: ((bytes: number) => void) | undefined;
-  constructor(
-    store: ObjectStore,
-    uri: Uri,
-    options: FetchOptions,
-    readonly totalBytes: number,
-    readonly totalFiles: number,
-  ) {
-    const sinks = [store.onProgress, options.onProgress].filter((f) => f !== undefined);
-    const text = uri.toString();
-    this.report =
-      sinks.length === 0
-        ? undefined
-        : (bytes) => {
-            for (const sink of sinks) {
-              sink({
-                operation: 'fetch',
-                uri: text,
-                bytes,
-                totalBytes: this.totalBytes,
-                files: this.files,
-                totalFiles: this.totalFiles,
-              });
-            }
-          };
-  }
-  add = (n: number): void => {
-    this.bytes += n;
-    this.report?.(this.bytes);
-  };
-  fileDone(): void {
-    this.files++;
-    this.report?.(this.bytes);
-  }
-}
-
 /** How {@link currentBlob} looks for and writes a blob. */
 interface BlobLookup {
   signal: AbortSignal | undefined;
@@ -162,7 +125,7 @@ interface BlobLookup {
  * Returns the blob, what the store said of its bytes, and whether bytes moved.
  */
 async function currentBlob(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   key: string,
   known: ObjectInfo,
@@ -207,7 +170,7 @@ async function currentBlob(
 
 /** Fetch one file (no pin) given its HEAD. */
 async function fetchFile(
-  store: ObjectStore,
+  store: CachedStoreContext,
   u: Uri,
   info: ObjectInfo,
   options: FetchOptions,
@@ -249,7 +212,7 @@ async function fetchFile(
  * blob of that version is already cached (a folder fetch brought it), the body is dropped.
  */
 async function fetchFileByGet(
-  store: ObjectStore,
+  store: CachedStoreContext,
   u: Uri,
   options: FetchOptions,
 ): Promise<FetchResult | undefined> {
@@ -314,13 +277,13 @@ async function fetchFileByGet(
  * True when `dest` is still the file a state recorded ({@link matchesRecord}: a regular file,
  * same inode, size and mtime), in real directories (no link on the way).
  */
-function sameFile(cache: ObjectStore['cache'], dest: string, rec: FileRecord): boolean {
+function sameFile(cache: CachedStoreContext['cache'], dest: string, rec: FileRecord): boolean {
   return matchesRecord(lstatOrUndefined(dest), rec) && cache.isRealDir(path.dirname(dest));
 }
 
 /** Fetch a folder (no pin). */
 async function fetchFolder(
-  store: ObjectStore,
+  store: CachedStoreContext,
   u: Uri,
   options: FetchOptions,
 ): Promise<FetchResult> {
@@ -330,9 +293,9 @@ async function fetchFolder(
   const viewId = `tree:${u}`;
   if (store.offline) return offlineFolder(store, u, dir);
   return cache.withLock(viewId, async (lock) => {
-    let entries: Awaited<ReturnType<ObjectStore['listFiles']>>;
+    let entries: Entry[];
     try {
-      entries = await store.listFiles(u, { signal: options.signal });
+      entries = await listFiles(store, u, { signal: options.signal });
     } catch (error) {
       if (!(error instanceof NotFound)) throw error;
       // No such folder (or bucket) in the store: nor in the cache.
@@ -420,7 +383,7 @@ async function fetchFolder(
 }
 
 /** Offline folder fetch: the folder's own complete copy, or one of a folder above it. */
-async function offlineFolder(store: ObjectStore, u: Uri, dir: string): Promise<FetchResult> {
+async function offlineFolder(store: CachedStoreContext, u: Uri, dir: string): Promise<FetchResult> {
   for (let f: Uri = u; ; f = f.parent()) {
     const state = await store.cache.readState(`tree:${f}`);
     if (state?.done && store.cache.isRealDir(dir)) {
@@ -450,7 +413,7 @@ async function offlineFolder(store: ObjectStore, u: Uri, dir: string): Promise<F
 }
 
 /** Offline file fetch: its own cached copy, or the copy inside a fetched folder. */
-async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
+async function offlineFile(store: CachedStoreContext, u: Uri): Promise<FetchResult> {
   const { cache } = store;
   const { bucket, key } = store.locate(u);
   const own = await cache.readState(`file:${u}`);
@@ -491,7 +454,7 @@ async function offlineFile(store: ObjectStore, u: Uri): Promise<FetchResult> {
  * the store's ETag and the metadata recorded before it.
  */
 async function fetchVersion(
-  store: ObjectStore,
+  store: CachedStoreContext,
   u: Uri,
   versionId: string,
   options: FetchOptions,
@@ -562,7 +525,7 @@ const debug = debuglog('provcat:fetch');
  * (src/core/concurrency.ts `forEachAdaptive`).
  */
 function windowOf(
-  store: ObjectStore,
+  store: CachedStoreContext,
   options: FetchOptions,
   onGrow: AdaptiveWindow['onGrow'],
 ): AdaptiveWindow {

@@ -18,13 +18,13 @@
  * @module
  */
 import { debuglog } from 'node:util';
+import type { CachedStoreContext } from '../cache/context.js';
 import type { ObjectInfo } from '../contract/primitives.js';
+import type { ProgressCallback } from '../contract/store-context.js';
 import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
 import { NotFound, OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import { segmentProblem, toUri, Uri } from '../core/uri.js';
 import { createOnce, isNotFound, noCreateError, readOldest } from '../logs/small-objects.js';
-import type { ObjectStore } from '../store/object-store.js';
-import type { ProgressCallback } from '../store/store.js';
 import {
   BRANCH_FORMAT,
   branchDoneKey,
@@ -71,7 +71,7 @@ interface BranchIntent {
 }
 
 async function resolveSource(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   source: string,
   signal: AbortSignal | undefined,
@@ -172,7 +172,7 @@ function sameContent(there: ObjectInfo, file: CommitFile): boolean {
  *   create only-if-absent; `OfflineMiss` offline.
  */
 export async function branchFrom(
-  store: ObjectStore,
+  store: CachedStoreContext,
   uri: Uri | string,
   source: string,
   options: BranchOptions = {},
@@ -243,7 +243,7 @@ export async function branchFrom(
 }
 
 async function sourceFiles(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   source: BranchSource,
   signal: AbortSignal | undefined,
@@ -273,7 +273,7 @@ async function sourceFiles(
 }
 
 async function isDone(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   name: string,
   signal: AbortSignal | undefined,
@@ -289,7 +289,7 @@ async function isDone(
 
 /** Copy what is missing of `intent` into the branch, after checking what is there. */
 async function complete(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   branchUri: Uri,
   intent: BranchIntent,

@@ -19,13 +19,13 @@
  * @module
  */
 import { debuglog } from 'node:util';
+import type { CachedStoreContext } from '../cache/context.js';
 import type { CreateMode } from '../contract/primitives.js';
 import { type FileFacts, sameBytes } from '../core/entry.js';
 import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../core/errors.js';
 import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import type { Uri } from '../core/uri.js';
 import { createOnce, noCreateError, readSmall } from '../logs/small-objects.js';
-import type { ObjectStore } from '../store/object-store.js';
 import {
   COMMIT_FORMAT,
   type CommitBody,
@@ -109,7 +109,7 @@ function checkMetadata(metadata: unknown): Record<string, string> {
 
 /** Write the commit object (content-addressed), repairing a current copy that is corrupt. */
 async function writeCommitObject(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   id: string,
   bytes: Buffer,
@@ -155,7 +155,7 @@ async function writeCommitObject(
  * `OfflineMiss` offline. A file URI is taken as the folder of that name.
  */
 export async function commitFolder(
-  store: ObjectStore,
+  store: CachedStoreContext,
   uri: Uri | string,
   message: string,
   options: CommitOptions = {},

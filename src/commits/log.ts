@@ -9,12 +9,13 @@
  *
  * @module
  */
+
+import type { CachedStoreContext } from '../cache/context.js';
 import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
 import { OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import { toUri, type Uri } from '../core/uri.js';
 import { entryId, follows, MAX_ENTRY_BYTES, newestListed } from '../logs/create-only-log.js';
 import { oldestVersionsIn, readOldest, readSmall } from '../logs/small-objects.js';
-import type { ObjectStore } from '../store/object-store.js';
 import { type Commit, isMetaKey, logPrefix, numberOfLogKey } from './format.js';
 import { loadCommit } from './read.js';
 
@@ -58,7 +59,7 @@ async function* objectsOf(pages: AsyncIterable<{ objects: readonly { key: string
  * it has none. Three primitive calls: one listing of one key, its versions, one read.
  */
 export async function newestEntry(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   folder: string,
   signal?: AbortSignal,
@@ -80,7 +81,7 @@ export async function newestEntry(
  * `_history` listing plus one read per entry (at most `concurrency` at once).
  */
 export async function readLog(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   folder: string,
   options: { signal?: AbortSignal | undefined; concurrency?: number | undefined } = {},
@@ -123,7 +124,7 @@ export interface LogOptions {
 }
 
 /** The folder prefix and bucket a commit/log call is about; refuses what it cannot be. */
-export function folderOf(store: ObjectStore, uri: Uri | string, what: string) {
+export function folderOf(store: CachedStoreContext, uri: Uri | string, what: string) {
   const u = toUri(uri);
   if (u.at) {
     throw new UriError(`${what} takes a folder URI without ?at=: ${u}`, { uri: u.toString() });
@@ -146,7 +147,7 @@ export function folderOf(store: ObjectStore, uri: Uri | string, what: string) {
  * keeps no versions, `NotSupported`. Offline: `OfflineMiss` (the log is a listing of the store).
  */
 export async function logFolder(
-  store: ObjectStore,
+  store: CachedStoreContext,
   uri: Uri | string,
   options: LogOptions = {},
 ): Promise<LogEntry[]> {

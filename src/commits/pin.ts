@@ -8,10 +8,11 @@
  *
  * @module
  */
+
+import type { CachedStoreContext } from '../cache/context.js';
 import { NotFound, OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import { toUri, Uri } from '../core/uri.js';
 import { isNotFound } from '../logs/small-objects.js';
-import type { ObjectStore } from '../store/object-store.js';
 import { isMetaKey } from './format.js';
 import { checkEntry, newestEntry } from './log.js';
 import { filesUnder, loadCommit } from './read.js';
@@ -25,7 +26,7 @@ function offline(uri: Uri, why: string): OfflineMiss {
   return new OfflineMiss(`offline: ${why} of ${uri} needs the store`, { uri: uri.toString() });
 }
 
-async function checkPinned(store: ObjectStore, u: Uri, signal?: AbortSignal): Promise<Uri> {
+async function checkPinned(store: CachedStoreContext, u: Uri, signal?: AbortSignal): Promise<Uri> {
   const at = u.at as NonNullable<Uri['at']>;
   const { bucket, key } = store.locate(u);
   if (at.kind === 'version') {
@@ -71,7 +72,7 @@ async function checkPinned(store: ObjectStore, u: Uri, signal?: AbortSignal): Pr
  * (`OfflineMiss`).
  */
 export async function pinUri(
-  store: ObjectStore,
+  store: CachedStoreContext,
   uri: Uri | string,
   options: PinOptions = {},
 ): Promise<Uri> {
@@ -116,7 +117,7 @@ export async function pinUri(
 
 /** True when any key lies under `prefix` (one short listing). */
 export async function hasKeysUnder(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   prefix: string,
   signal?: AbortSignal,

@@ -11,11 +11,11 @@
  */
 import { readFile, rm } from 'node:fs/promises';
 import { debuglog } from 'node:util';
+import type { CachedStoreContext } from '../cache/context.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
 import { writeFileAtomic } from '../core/fs-atomic.js';
 import type { Uri } from '../core/uri.js';
 import { isNotFound, readSmall } from '../logs/small-objects.js';
-import type { ObjectStore } from '../store/object-store.js';
 import {
   type Commit,
   type CommitFile,
@@ -59,7 +59,7 @@ async function readCached(path: string): Promise<Buffer | undefined> {
  *   `OfflineMiss` when offline and not cached.
  */
 export async function loadCommit(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   id: string,
   options: LoadCommitOptions = {},
@@ -115,7 +115,7 @@ export async function loadCommit(
 
 /** Keep verified commit bytes in the cache (used right after writing a commit). */
 export async function cacheCommit(
-  store: ObjectStore,
+  store: CachedStoreContext,
   bucket: string,
   id: string,
   bytes: Uint8Array,

@@ -14,11 +14,11 @@
  */
 import { debuglog } from 'node:util';
 import type { VersionRecord } from '../contract/primitives.js';
+import type { StoreContext } from '../contract/store-context.js';
 import { StoreError } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
 import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import { Uri } from '../core/uri.js';
-import type { ObjectStore } from '../store/object-store.js';
 import { type CommitFile, compareUtf8, isMetaKey } from './format.js';
 
 const debug = debuglog('provcat:commits');
@@ -37,7 +37,7 @@ export interface SnapshotOptions {
 }
 
 async function listVersions(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   folder: string,
   signal: AbortSignal | undefined,
@@ -81,7 +81,7 @@ function sameListing(a: readonly VersionRecord[], b: readonly VersionRecord[]): 
  * StoreError from `_history` when the bucket keeps no versions.
  */
 export async function snapshotFolder(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   folder: string,
   options: SnapshotOptions = {},

@@ -30,7 +30,7 @@ import {
   statSync,
 } from 'node:fs';
 import path from 'node:path';
-import { UsageError } from '../cli/command.js';
+import { InvalidArgument } from './errors.js';
 import { fsyncDir, tempPathFor } from './fs-atomic.js';
 
 /** True for the target that means stdout: `-`. */
@@ -85,7 +85,7 @@ export function outputFileProblem(target: string): string | undefined {
 }
 
 /**
- * Throw a {@link UsageError} unless `target` may be written by {@link writeOutputFile} (see
+ * Throw a {@link InvalidArgument} (exit status 2) unless `target` may be written by {@link writeOutputFile} (see
  * {@link outputFileProblem}). `option` names the option in the message (`-o`, `--out`); `-`
  * (stdout) is mentioned only for `-o`. Links are not followed. Creates nothing.
  */
@@ -93,14 +93,14 @@ export function checkOutputTarget(target: string, option = '-o'): void {
   const problem = outputFileProblem(target);
   if (problem !== undefined) {
     const stdout = option === '-o' ? ', or - for stdout' : '';
-    throw new UsageError(
+    throw new InvalidArgument(
       `${option} ${target} is ${problem}: ${option} takes a new or regular file (replaced atomically)${stdout}`,
     );
   }
 }
 
 /**
- * Throw a {@link UsageError} unless `dir` may be used as an output directory: a missing name
+ * Throw a {@link InvalidArgument} (exit status 2) unless `dir` may be used as an output directory: a missing name
  * (to be made) or a real directory, not a symlink, a file, a device or a FIFO. Whether it is
  * empty is the caller's rule. Creates nothing.
  */
@@ -111,13 +111,15 @@ export function checkOutputDirectory(dir: string, option = '--out'): void {
     st = lstatSync(full, { throwIfNoEntry: false });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOTDIR') throw error;
-    throw new UsageError(
+    throw new InvalidArgument(
       `${option} ${dir} has a file where a folder should be: ${option} takes a new or empty directory`,
     );
   }
   if (st === undefined || st.isDirectory()) return;
   const kind = st.isFile() ? 'a file' : kindOf(st);
-  throw new UsageError(`${option} ${dir} is ${kind}: ${option} takes a new or empty directory`);
+  throw new InvalidArgument(
+    `${option} ${dir} is ${kind}: ${option} takes a new or empty directory`,
+  );
 }
 
 /** An output file being written ({@link openOutputFile}): a temp beside the target. */

@@ -9,11 +9,12 @@
  *
  * @module
  */
+
+import type { StoreContext } from '../contract/store-context.js';
 import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
 import { NotFound, UriError } from '../core/errors.js';
 import { isMetaKey } from '../core/keys.js';
 import { toUri, type Uri } from '../core/uri.js';
-import type { ObjectStore } from '../store/object-store.js';
 
 /** Options of {@link deleteFolder}. */
 export interface DeleteFolderOptions {
@@ -39,7 +40,7 @@ export interface DeleteFolderResult {
  * leaves the objects not yet deleted (a rerun deletes the rest). `OfflineMiss` offline.
  */
 export async function deleteFolder(
-  store: ObjectStore,
+  store: StoreContext,
   uri: Uri | string,
   options: DeleteFolderOptions = {},
 ): Promise<DeleteFolderResult> {

@@ -20,11 +20,13 @@
  *
  * @module
  */
+
+import type { CachedStoreContext } from '../cache/context.js';
 import { type Entry, type FileFacts, sameBytes } from '../core/entry.js';
 import { UriError } from '../core/errors.js';
 import { compareUtf8 } from '../core/keys.js';
 import { toUri, type Uri } from '../core/uri.js';
-import type { ObjectStore } from '../store/object-store.js';
+import { walkFolder } from './listing.js';
 
 /** A file on one side of a diff. */
 export interface DiffFile {
@@ -87,7 +89,7 @@ function factsOf(e: Entry): FileFacts {
  * not written since. Nothing to add: no request.
  */
 async function addVersionIds(
-  store: ObjectStore,
+  store: CachedStoreContext,
   folder: Uri,
   now: Map<string, Entry>,
   committed: ReadonlyMap<string, Entry>,
@@ -123,7 +125,7 @@ function fileOf(path: string, e: Entry): DiffFile {
  * commit raises `OfflineMiss` (a commit side answers from the cache once it was read).
  */
 export async function diffFolders(
-  store: ObjectStore,
+  store: CachedStoreContext,
   a: Uri | string,
   b?: Uri | string,
   options: DiffOptions = {},
@@ -134,8 +136,8 @@ export async function diffFolders(
   else if (typeof b === 'string' && COMMIT_ID.test(b)) to = from.withAt({ kind: 'commit', id: b });
   else to = sideOf(toUri(b));
   const [left, right] = await Promise.all([
-    store.walk(from, { signal: options.signal }),
-    store.walk(to, { signal: options.signal }),
+    walkFolder(store, from, { signal: options.signal }),
+    walkFolder(store, to, { signal: options.signal }),
   ]);
   const byPath = (folder: Uri, entries: Entry[]) =>
     new Map(entries.map((e) => [folder.relative(e.uri) ?? e.uri.key, e] as const));

@@ -51,15 +51,15 @@
  */
 
 import { statedMd5 } from '../cache/content-digest.js';
-import type { CommitOptions } from '../commits/commit.js';
+import type { CachedStoreContext } from '../cache/context.js';
 import type { ObjectInfo } from '../contract/primitives.js';
+import type { ProgressCallback } from '../contract/store-context.js';
 import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
 import { contentTypeFor } from '../core/content-type.js';
-import { NotCommitted, NotFound, SourceChanged, StoreError, UriError } from '../core/errors.js';
+import { NotFound, SourceChanged, StoreError, UriError } from '../core/errors.js';
 import { checkDiskNames, checkFolderKeys, compareUtf8, isMetaKey } from '../core/keys.js';
 import { toUri, type Uri } from '../core/uri.js';
-import type { ObjectStore } from '../store/object-store.js';
-import type { ProgressCallback } from '../store/store.js';
+import type { UploadSettings } from '../upload/settings.js';
 import {
   digestFile,
   digestsOf,
@@ -77,6 +77,15 @@ export const WHOLE_READ_MAX = 64 * 1024 * 1024;
 
 /** Most bytes of files held in memory at once by one push (128 MiB). */
 export const MEMORY_BUDGET = 128 * 1024 * 1024;
+
+/**
+ * What a push takes of the store: the store context and its upload settings (a large file goes
+ * through the upload engine). `ObjectStore` is one.
+ */
+export interface PushContext extends CachedStoreContext {
+  /** How large objects are put (the threshold decides which files are read whole). */
+  readonly uploads: UploadSettings;
+}
 
 /** Options of {@link pushFolder}. */
 export interface PushOptions {
@@ -154,7 +163,7 @@ class ByteBudget {
 
 /** What a store folder holds, from one flat listing (keys raw, `.provcat/` left out). */
 async function listRemote(
-  store: ObjectStore,
+  store: PushContext,
   bucket: string,
   prefix: string,
   signal: AbortSignal | undefined,
@@ -238,7 +247,7 @@ class PushProgress {
   private files = 0;
   private readonly sinks: ProgressCallback[];
   constructor(
-    store: ObjectStore,
+    store: PushContext,
     private readonly uri: string,
     extra: ProgressCallback | undefined,
     private readonly totalBytes: number,
@@ -298,7 +307,7 @@ class PushProgress {
  * rerun sends only the rest). `OfflineMiss` offline; `UriError` for a URI with `?at=`.
  */
 export async function pushFolder(
-  store: ObjectStore,
+  store: PushContext,
   localDir: string,
   uri: Uri | string,
   options: PushOptions = {},
@@ -306,9 +315,9 @@ export async function pushFolder(
   return (await runPush(store, localDir, uri, options)).result;
 }
 
-/** {@link pushFolder}, also returning the local folder's paths. */
-async function runPush(
-  store: ObjectStore,
+/** {@link pushFolder}, also returning the local folder's paths (src/folders/commit-from.ts). */
+export async function runPush(
+  store: PushContext,
   localDir: string,
   uri: Uri | string,
   options: PushOptions,
@@ -391,7 +400,7 @@ class FilePusher {
   private readonly wholeMax: number;
   private readonly recordSha: boolean;
   constructor(
-    private readonly store: ObjectStore,
+    private readonly store: PushContext,
     private readonly bucket: string,
     private readonly prefix: string,
     private readonly dryRun: boolean,
@@ -541,82 +550,4 @@ class FilePusher {
     if (recorded === undefined) return false;
     return (await digest({ md5: false, sha256: true })).sha256 === recorded;
   }
-}
-
-/** Options of {@link commitFrom}: the commit's and the push's (no dry run). */
-export interface CommitFromOptions extends CommitOptions, Omit<PushOptions, 'dryRun'> {}
-
-/** What {@link commitFrom} did. */
-export interface CommitFromResult {
-  /** The folder pinned to the new commit (`?at=commit:ID`). */
-  uri: Uri;
-  /** The push before the commit. */
-  push: PushResult;
-  /**
-   * Files in the commit that the local folder lacks (objects that were already under the folder
-   * and that a push without `delete` leaves), in path order.
-   */
-  extra: string[];
-}
-
-/**
- * Push `localDir` to the folder `uri` ({@link pushFolder}), then commit the folder
- * (`ObjectStore.commit`), and return the folder pinned to the commit. With `delete` the commit
- * holds exactly the local folder's files (byte for byte); without it, also the files already
- * under the folder that `localDir` lacks (listed in `extra`).
- *
- * A failure of the push is the push's error (no commit was tried). A failure of the commit after
- * the push (no change since the last commit without `allowEmpty`, a bucket without versions, a
- * folder that kept changing...) is {@link NotCommitted}: the pushed files stay, `pushed` says
- * what was sent, and `cause` is the commit's error.
- */
-export async function commitFrom(
-  store: ObjectStore,
-  localDir: string,
-  uri: Uri | string,
-  message: string,
-  options: CommitFromOptions = {},
-): Promise<CommitFromResult> {
-  const { folderOf } = await import('../commits/log.js');
-  const { uri: folder, bucket } = folderOf(store, toUri(uri), 'commit');
-  // What refuses every commit of this folder is refused before anything is pushed.
-  const { checkMessage } = await import('../commits/commit.js');
-  checkMessage(message, folder.toString());
-  checkConcurrency(options.concurrency);
-  store.online(folder, 'commit');
-  if ((await store._createMode(bucket)) === 'none') {
-    const { noCreateError } = await import('../logs/small-objects.js');
-    throw noCreateError(store, bucket, `commit of ${folder}`);
-  }
-  const { result: pushed, local } = await runPush(store, localDir, uri, {
-    ...options,
-    dryRun: false,
-  });
-  const { commitFolder } = await import('../commits/commit.js');
-  let pinned: Uri;
-  try {
-    pinned = await commitFolder(store, pushed.uri, message, options);
-  } catch (cause) {
-    const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
-    throw new NotCommitted(
-      `pushed ${localDir} to ${pushed.uri} (${pushed.uploaded} sent, ${pushed.skipped} unchanged, ${pushed.deleted} deleted), but no commit was made: ${why}`,
-      {
-        uri: pushed.uri.toString(),
-        cause,
-        pushed: {
-          uploaded: pushed.uploaded,
-          skipped: pushed.skipped,
-          deleted: pushed.deleted,
-          bytes: pushed.bytes,
-        },
-      },
-    );
-  }
-  const { filesUnder, loadCommit } = await import('../commits/read.js');
-  const at = pinned.at as NonNullable<Uri['at']>;
-  const commit = await loadCommit(store, pinned.bucket, at.id, { signal: options.signal });
-  const extra = filesUnder(commit, pinned)
-    .map((f) => f.key.slice(pinned.prefix.length))
-    .filter((rel) => !local.has(rel));
-  return { uri: pinned, push: pushed, extra };
 }

@@ -5,7 +5,6 @@
  * @module
  */
 
-export { lakeCommands } from '../cli/commands/lake.js';
 export { type StageBackend, storeBackend } from './backend.js';
 export {
   type Checkpoint,

@@ -11,7 +11,7 @@
 import type { Readable } from 'node:stream';
 import type { ReadableStream } from 'node:stream/web';
 import type { BodySink } from '../contract/primitives.js';
-import type { ProgressCallback } from '../store/store.js';
+import type { ProgressCallback } from '../contract/store-context.js';
 import type { DataLocation } from './data-location.js';
 import { InvalidRange, StageConfigError } from './errors.js';
 import type { PresignedUrl } from './presign.js';

@@ -17,8 +17,8 @@
  */
 import { debuglog } from 'node:util';
 import type { CreateMode, GetResult, VersionRecord } from '../contract/primitives.js';
+import type { StoreContext } from '../contract/store-context.js';
 import { NotFound, NotSupported, StoreError } from '../core/errors.js';
-import type { ObjectStore } from '../store/object-store.js';
 import { type CreateOnlyTarget, createOnlyIfAbsent, oldestVersions } from './create-only-log.js';
 
 const debug = debuglog('provcat:commits');
@@ -58,7 +58,7 @@ export async function readWhole(
 
 /** Read a whole small object (the current one, or one version). StoreError above `limit` bytes. */
 export async function readSmall(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   key: string,
   options: { versionId?: string | undefined; limit: number; signal?: AbortSignal | undefined },
@@ -76,7 +76,7 @@ export async function readSmall(
  * `exactKey` only, when given), in key order (create-only-log.ts {@link oldestVersions}).
  */
 export function oldestVersionsIn(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   prefix: string,
   options: { exactKey?: string | undefined; signal?: AbortSignal | undefined } = {},
@@ -89,7 +89,7 @@ export function oldestVersionsIn(
 
 /** The bytes of the oldest version of `key`, or `undefined` when the key has none. */
 export async function readOldest(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   key: string,
   options: { limit: number; signal?: AbortSignal | undefined },
@@ -106,7 +106,7 @@ export async function readOldest(
  * The error of a bucket whose store cannot create only-if-absent: {@link NotSupported} (a
  * StoreError; CLI exit 11), raised before anything is written.
  */
-export function noCreateError(store: ObjectStore, bucket: string, what: string): NotSupported {
+export function noCreateError(store: StoreContext, bucket: string, what: string): NotSupported {
   return new NotSupported(
     `${what} refused: ${store.scheme}://${bucket}/ ignores create-only-if-absent ` +
       '(If-None-Match: * or its equivalent), so two concurrent writers could both win and two ' +
@@ -123,7 +123,7 @@ export function noCreateError(store: ObjectStore, bucket: string, what: string):
  * is the key's oldest counts. Throws {@link NotSupported} for mode `none`.
  */
 export function createOnce(
-  store: ObjectStore,
+  store: StoreContext,
   bucket: string,
   key: string,
   body: Uint8Array,
@@ -134,7 +134,7 @@ export function createOnce(
 }
 
 /** An object store bucket as a create-only log's storage: a win is decided by version ID. */
-function objectStoreTarget(store: ObjectStore, bucket: string): CreateOnlyTarget {
+function objectStoreTarget(store: StoreContext, bucket: string): CreateOnlyTarget {
   return {
     create: (key, bytes, signal) => store._create(bucket, key, bytes, { signal }),
     put: (key, bytes, signal) => store._put(bucket, key, bytes, { size: bytes.byteLength, signal }),

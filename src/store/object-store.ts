@@ -1,9 +1,11 @@
 /**
- * {@link ObjectStore}: the base of every object-store driver.
+ * {@link ObjectStore}: the facade of every object-store driver.
  *
  * A driver subclass gives the twelve primitives below (six core, six for versions); this class
- * builds everything else on them, once for all drivers: stat, list, walk, fetch with the cache,
- * put, delete, offline mode, and pin/commit/log/branch.
+ * is what applications call: stat, list, walk, fetch with the cache, put, delete, push, diff,
+ * delete-folder, offline mode, and pin/commit/log/branch. Each method delegates to its service
+ * (src/folders/, src/cache/, src/commits/, src/upload/), which takes the store as the narrow
+ * context of src/contract/store-context.ts and never imports this class (docs/architecture.md).
  *
  * Primitives are public (named with a leading `_`) so that wrapping drivers and the conformance
  * suite can reach them; applications call the methods without `_`.
@@ -11,12 +13,10 @@
  * @module
  */
 
-import { stat as fsStat } from 'node:fs/promises';
-import type { VersionMeta } from '../cache/cache.js';
-import { statedMd5 } from '../cache/content-digest.js';
+import type { CachedStoreContext } from '../cache/context.js';
 import { fetchUri } from '../cache/fetch.js';
+import type { FetchOptions, FetchResult } from '../cache/transfer.js';
 import type { BranchOptions } from '../commits/branch.js';
-import type { CommitFile } from '../commits/format.js';
 import type { LogEntry } from '../commits/log.js';
 import type {
   Capabilities,
@@ -34,56 +34,40 @@ import type {
   SignalOptions,
   VersionRecord,
 } from '../contract/primitives.js';
+import {
+  type CallOptions,
+  type Location,
+  type ProgressCallback,
+  progressFor,
+} from '../contract/store-context.js';
 import { checkConcurrency } from '../core/concurrency.js';
 import { contentTypeFor } from '../core/content-type.js';
 import type { Entry } from '../core/entry.js';
-import { NotFound, NotSupported, OfflineMiss, SourceError, UriError } from '../core/errors.js';
-import { compareUtf8, META_PREFIX } from '../core/keys.js';
-import { encodeSegment, toUri, Uri } from '../core/uri.js';
+import { NotSupported, OfflineMiss, UriError } from '../core/errors.js';
+import { META_PREFIX } from '../core/keys.js';
+import { encodeSegment, toUri, type Uri } from '../core/uri.js';
+import type { CommitFromOptions } from '../folders/commit-from.js';
 import type { DeleteFolderOptions, DeleteFolderResult } from '../folders/delete-folder.js';
 import type { DiffOptions, DiffResult } from '../folders/diff.js';
-import type { CommitFromOptions, PushOptions, PushResult } from '../folders/push.js';
+import { fileEntry } from '../folders/entries.js';
+import {
+  listFiles,
+  listFolder,
+  statEntry,
+  type WalkOptions,
+  walkFolder,
+} from '../folders/listing.js';
+import type { PushOptions, PushResult } from '../folders/push.js';
+import { deleteUri, type PutCallOptions, putUri } from '../upload/object-writes.js';
 import type { PartBufferPool } from '../upload/parts.js';
 import { type UploadSettings, uploadSettings } from '../upload/settings.js';
-import { type ProgressCallback, Store, type StoreOptions } from './store.js';
+import { Store, type StoreOptions } from './store.js';
 
-/** Options of {@link ObjectStore.walk}. */
-export interface WalkOptions {
-  /** Keep only files whose path relative to the folder matches (minimatch, `dot: true`). */
-  include?: string | string[] | undefined;
-  /** Drop files whose relative path matches. */
-  exclude?: string | string[] | undefined;
-  signal?: AbortSignal | undefined;
-}
-
-/** Options of {@link ObjectStore.fetch}. */
-export interface FetchOptions {
-  signal?: AbortSignal | undefined;
-  /** Progress of this fetch (in addition to the store's own callback). */
-  onProgress?: ProgressCallback | undefined;
-  /** Most downloads in flight (default: the store's concurrency, 16). */
-  concurrency?: number | undefined;
-}
-
-/** What {@link ObjectStore.fetch} returns. */
-export interface FetchResult {
-  /** The cached file, or the cached folder (a real directory whose paths equal the keys). */
-  path: string;
-  /** Files in the result. */
-  files: number;
-  /** Files actually transferred by this call (0 when everything was current). */
-  downloaded: number;
-  /** Bytes transferred by this call. */
-  bytes: number;
-}
-
-/** Options of {@link ObjectStore.put}. */
-export interface PutCallOptions {
-  /** The Content-Type to store (default: by the key's extension, src/core/content-type.ts). */
-  contentType?: string | undefined;
-  signal?: AbortSignal | undefined;
-  onProgress?: ProgressCallback | undefined;
-}
+export type { FetchOptions, FetchResult } from '../cache/transfer.js';
+export type { CallOptions, Location } from '../contract/store-context.js';
+export type { WalkOptions } from '../folders/listing.js';
+export type { PutCallOptions } from '../upload/object-writes.js';
+export { META_PREFIX };
 
 /**
  * Options of {@link ObjectStore.commit}: the commit's, and with `from` a local folder pushed to
@@ -94,25 +78,11 @@ export interface CommitCallOptions extends CommitFromOptions {
   from?: string | undefined;
 }
 
-/** Options of calls that take only a signal. */
-export interface CallOptions {
-  signal?: AbortSignal | undefined;
-}
-
-export { META_PREFIX };
-
-/** Where a URI points in a store. */
-export interface Location {
-  bucket: string;
-  /** The key; empty for the bucket. No trailing `/`. */
-  key: string;
-}
-
 /** The operations {@link ObjectStore.online} names that a pin could answer offline. */
 const READS: ReadonlySet<string> = new Set(['stat', 'list', 'walk', 'fetch']);
 
-/** The base class of object-store drivers. See the module comment. */
-export abstract class ObjectStore extends Store {
+/** The base class of object-store drivers, and the facade of the API. See the module comment. */
+export abstract class ObjectStore extends Store implements CachedStoreContext {
   /** The URI scheme this driver serves (`s3`, `local`, ...). */
   abstract readonly scheme: string;
   /** A short driver name for messages and debug logs. */
@@ -140,7 +110,7 @@ export abstract class ObjectStore extends Store {
     return { bucket: uri.bucket, key: uri.key };
   }
 
-  // ---- the API, built once on the primitives -----------------------------------------------
+  // ---- the API, built once on the primitives (src/folders/, cache/, commits/, upload/) -----
 
   /**
    * One file or folder. A key with keys below it is a folder; a bucket that exists always is
@@ -149,25 +119,7 @@ export abstract class ObjectStore extends Store {
    * at `?at=commit:` the commit's manifest. Without `?at=`, offline mode raises `OfflineMiss`.
    */
   async stat(uri: Uri | string, options: CallOptions = {}): Promise<Entry> {
-    const u = toUri(uri);
-    const { bucket, key } = this.locate(u);
-    if (u.at) return this.statPinned(u, options);
-    this.online(u, 'stat');
-    const signal = options.signal;
-    if (u.isBucket) {
-      await this.firstPage(bucket, '', signal);
-      return folderEntry(u);
-    }
-    if (!u.isFolder) {
-      try {
-        return this.fileEntry(u, await this._head(bucket, key, { signal }));
-      } catch (error) {
-        if (!(error instanceof NotFound)) throw error;
-      }
-    }
-    const page = await this.firstPage(bucket, u.prefix, signal);
-    if (page.prefixes.length > 0 || page.objects.length > 0) return folderEntry(u.asFolder());
-    throw new NotFound(`no file or folder at ${u}`, { uri: u.toString() });
+    return statEntry(this, uri, options);
   }
 
   /**
@@ -178,33 +130,7 @@ export abstract class ObjectStore extends Store {
    * as the bucket inside itself. The bucket's `.provcat/` folder (commits and logs) is not listed.
    */
   async list(uri: Uri | string, options: CallOptions = {}): Promise<Entry[]> {
-    const u = toUri(uri);
-    const { bucket } = this.locate(u);
-    if (u.at) return this.listPinned(u, options);
-    this.online(u, 'list');
-    const folder = u.asFolder();
-    const prefix = folder.prefix;
-    const out: Entry[] = [];
-    let any = false;
-    for await (const page of this._pages(bucket, prefix, {
-      delimiter: '/',
-      signal: options.signal,
-    })) {
-      for (const p of page.prefixes) {
-        any = true;
-        if (prefix === '' && p === META_PREFIX) continue;
-        out.push(folderEntry(Uri.fromKey(this.scheme, bucket, p)));
-      }
-      for (const o of page.objects) {
-        any = true;
-        if (o.key === prefix || o.key.endsWith('/')) continue;
-        out.push(this.fileEntry(Uri.fromKey(this.scheme, bucket, o.key), o));
-      }
-    }
-    if (!any && !u.isBucket)
-      throw new NotFound(`no folder at ${folder}`, { uri: folder.toString() });
-    out.sort((a, b) => compareUtf8(a.uri.key, b.uri.key));
-    return out;
+    return listFolder(this, uri, options);
   }
 
   /**
@@ -214,11 +140,7 @@ export abstract class ObjectStore extends Store {
    * `NotFound` where {@link list} says it: a folder with nothing below it, a missing bucket.
    */
   async walk(uri: Uri | string, options: WalkOptions = {}): Promise<Entry[]> {
-    const u = toUri(uri).asFolder();
-    this.locate(u);
-    const files = u.at ? await this.listPinnedFiles(u, options) : await this.listFiles(u, options);
-    const keep = await globFilter(options);
-    return files.filter((e) => keep(u.relative(e.uri) ?? ''));
+    return walkFolder(this, uri, options);
   }
 
   /**
@@ -240,27 +162,12 @@ export abstract class ObjectStore extends Store {
    * A bucket, a folder URI, a pinned URI or a key under `.provcat/` is refused (`UriError`).
    */
   async put(uri: Uri | string, source: PutSource, options: PutCallOptions = {}): Promise<Entry> {
-    const u = toUri(uri);
-    const { bucket, key } = this.writable(u, 'put');
-    let size: number | undefined;
-    if (typeof source === 'string') size = await sourceFileSize(source);
-    else if (source instanceof Uint8Array) size = source.byteLength;
-    const progress = this.progressFor('put', u, options.onProgress, size);
-    const putOptions = {
-      size,
-      contentType: await contentTypeFor(key, options.contentType),
-      signal: options.signal,
-      onProgress: progress,
-    };
-    const info = await this._put(bucket, key, source, putOptions);
-    return this.fileEntry(u, info);
+    return putUri(this, uri, source, options);
   }
 
   /** Delete one object. Same refusals as {@link put}; `NotFound` when there is none. */
   async delete(uri: Uri | string, options: CallOptions = {}): Promise<void> {
-    const u = toUri(uri);
-    const { bucket, key } = this.writable(u, 'delete');
-    await this._delete(bucket, key, { signal: options.signal });
+    return deleteUri(this, uri, options);
   }
 
   /**
@@ -316,7 +223,7 @@ export abstract class ObjectStore extends Store {
    */
   async commit(uri: Uri | string, message: string, options: CommitCallOptions = {}): Promise<Uri> {
     if (options.from !== undefined) {
-      const { commitFrom } = await import('../folders/push.js');
+      const { commitFrom } = await import('../folders/commit-from.js');
       return (await commitFrom(this, options.from, uri, message, options)).uri;
     }
     const { commitFolder } = await import('../commits/commit.js');
@@ -366,67 +273,18 @@ export abstract class ObjectStore extends Store {
     }
   }
 
-  /** The bucket and key of a URI that put/delete may write. */
-  private writable(u: Uri, what: string): { bucket: string; key: string } {
-    const loc = this.locate(u);
-    const refuse = (why: string) => new UriError(`${what}: ${why}: ${u}`, { uri: u.toString() });
-    if (u.at) throw refuse('a pinned URI (?at=) cannot be written');
-    if (u.isFolder) throw refuse('a folder or bucket is not an object');
-    if (`${loc.key}/`.startsWith(META_PREFIX))
-      throw refuse(`keys under ${META_PREFIX} belong to provcat`);
-    const problem = this.capabilities.keyProblem?.(loc.key);
-    if (problem !== undefined)
-      throw refuse(`the ${this.driver} store cannot hold this name exactly (${problem})`);
-    this.online(u, what);
-    return loc;
-  }
-
-  /** An Entry for a file from what the store said about it. */
-  fileEntry(uri: Uri, info: ObjectInfo): Entry {
-    return {
-      uri,
-      kind: 'file',
-      size: info.size,
-      version: info.version,
-      versionId: info.versionId,
-      etag: info.etag,
-      md5: statedMd5(info),
-      sha256: info.sha256,
-    };
-  }
-
-  /** The first page of a one-level listing (or an empty one). */
-  private async firstPage(bucket: string, prefix: string, signal?: AbortSignal): Promise<ListPage> {
-    for await (const page of this._pages(bucket, prefix, { delimiter: '/', limit: 2, signal })) {
-      const objects = page.objects.filter((o) => o.key !== prefix);
-      if (page.prefixes.length > 0 || objects.length > 0)
-        return { prefixes: page.prefixes, objects };
-    }
-    return { prefixes: [], objects: [] };
-  }
-
   /**
    * Every object below a folder from one flat listing, as file entries (markers left out,
    * unnameable keys refused, the bucket's `.provcat/` left out). `NotFound` for a folder with
    * nothing below it, not even a marker (as {@link list}), and for a bucket that does not exist.
    */
   async listFiles(folder: Uri, options: CallOptions = {}): Promise<Entry[]> {
-    this.online(folder, 'walk');
-    const { bucket } = this.locate(folder);
-    const prefix = folder.prefix;
-    const out: Entry[] = [];
-    let any = false;
-    for await (const page of this._pages(bucket, prefix, { signal: options.signal })) {
-      for (const o of page.objects) {
-        any = true;
-        if (o.key.endsWith('/')) continue;
-        if (prefix === '' && o.key.startsWith(META_PREFIX)) continue;
-        out.push(this.fileEntry(Uri.fromKey(this.scheme, bucket, o.key), o));
-      }
-    }
-    if (!any && !folder.isBucket)
-      throw new NotFound(`no folder at ${folder}`, { uri: folder.toString() });
-    return out;
+    return listFiles(this, folder, options);
+  }
+
+  /** An Entry for a file from what the store said about it. */
+  fileEntry(uri: Uri, info: ObjectInfo): Entry {
+    return fileEntry(uri, info);
   }
 
   /** A progress callback for one transfer that reports to the store's and the call's callbacks. */
@@ -436,133 +294,7 @@ export abstract class ObjectStore extends Store {
     extra: ProgressCallback | undefined,
     totalBytes: number | undefined,
   ): ((bytes: number) => void) | undefined {
-    const sinks = [this.onProgress, extra].filter((f): f is ProgressCallback => f !== undefined);
-    if (sinks.length === 0) return undefined;
-    const text = uri.toString();
-    return (bytes) => {
-      for (const sink of sinks) sink({ operation, uri: text, bytes, totalBytes });
-    };
-  }
-
-  /** `stat` at `?at=version:` (from cached metadata when there is some) or `?at=commit:`. */
-  private async statPinned(u: Uri, options: CallOptions): Promise<Entry> {
-    const { bucket, key } = this.locate(u);
-    const at = u.at as NonNullable<Uri['at']>;
-    if (at.kind === 'version') {
-      const meta = await this.versionMeta(u, bucket, key, at.id, options);
-      return {
-        uri: u,
-        kind: 'file',
-        size: meta.size,
-        version: at.id,
-        versionId: at.id,
-        etag: meta.etag,
-      };
-    }
-    const { commitCovers, fileAt, filesUnder, loadCommit } = await import('../commits/read.js');
-    const commit = await loadCommit(this, bucket, at.id, options);
-    if (!commitCovers(commit, u.isFolder ? u : u.asFolder()) && !commitCovers(commit, u)) {
-      throw new NotFound(`${u}: commit ${at.id} does not cover this path`, { uri: u.toString() });
-    }
-    if (!u.isFolder) {
-      const f = fileAt(commit, key);
-      if (f) return this.commitFileEntry(u, f, options);
-    }
-    const folder = u.asFolder();
-    if (folder.prefix === commit.folder || filesUnder(commit, folder).length > 0) {
-      return folderEntry(folder);
-    }
-    throw new NotFound(`no file or folder at ${u} in commit ${at.id}`, { uri: u.toString() });
-  }
-
-  /** The entry of a file recorded in a commit; a field the manifest lacks comes from the store. */
-  private async commitFileEntry(u: Uri, f: CommitFile, options: CallOptions): Promise<Entry> {
-    let size = f.size;
-    let etag = f.etag;
-    if (typeof size !== 'number') {
-      const meta = await this.versionMeta(u, u.bucket, f.key, f.versionId, options);
-      size = meta.size;
-      etag = etag ?? meta.etag;
-    }
-    const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
-    const md5 = statedMd5({ etag });
-    const entry: Entry = {
-      uri: u,
-      kind: 'file',
-      size,
-      version: f.versionId,
-      versionId: f.versionId,
-    };
-    return { ...entry, etag, md5, sha256 };
-  }
-
-  /** Size and ETag of one version: from the cache, else one `_headVersion` (then cached). */
-  private async versionMeta(
-    u: Uri,
-    bucket: string,
-    key: string,
-    versionId: string,
-    options: CallOptions,
-  ): Promise<VersionMeta> {
-    const cached = await this.cache.readVersionMeta(this.scheme, bucket, key, versionId);
-    if (cached) return cached;
-    this.online(u, 'stat');
-    const info = await this._headVersion(bucket, key, versionId, options);
-    const meta = { key, versionId, size: info.size, etag: info.etag };
-    await this.cache.writeVersionMeta(this.scheme, bucket, meta);
-    return meta;
-  }
-
-  /** `list` at `?at=commit:`, answered from the commit's manifest. */
-  private async listPinned(u: Uri, options: CallOptions): Promise<Entry[]> {
-    const at = u.at as NonNullable<Uri['at']>;
-    if (at.kind !== 'commit')
-      throw new NotFound(`${u} is a file, not a folder`, { uri: u.toString() });
-    const folder = u.asFolder();
-    const { filesUnder, loadCommit } = await import('../commits/read.js');
-    const commit = await loadCommit(this, folder.bucket, at.id, options);
-    const files = filesUnder(commit, folder);
-    if (files.length === 0 && folder.prefix !== commit.folder) {
-      throw new NotFound(`no folder at ${folder} in commit ${at.id}`, { uri: folder.toString() });
-    }
-    const out: Entry[] = [];
-    const seen = new Set<string>();
-    for (const f of files) {
-      const rest = f.key.slice(folder.prefix.length);
-      const slash = rest.indexOf('/');
-      if (slash < 0) {
-        out.push(
-          await this.commitFileEntry(
-            Uri.fromKey(this.scheme, folder.bucket, f.key, at),
-            f,
-            options,
-          ),
-        );
-      } else {
-        const sub = `${folder.prefix}${rest.slice(0, slash + 1)}`;
-        if (seen.has(sub)) continue;
-        seen.add(sub);
-        out.push(folderEntry(Uri.fromKey(this.scheme, folder.bucket, sub, at)));
-      }
-    }
-    out.sort((a, b) => compareUtf8(a.uri.key, b.uri.key));
-    return out;
-  }
-
-  /** Every file below a folder at `?at=commit:`, from the manifest. */
-  private async listPinnedFiles(u: Uri, options: CallOptions): Promise<Entry[]> {
-    const at = u.at as NonNullable<Uri['at']>;
-    const { filesUnder, loadCommit } = await import('../commits/read.js');
-    const commit = await loadCommit(this, u.bucket, at.id, options);
-    const files = filesUnder(commit, u);
-    if (files.length === 0 && u.prefix !== commit.folder) {
-      throw new NotFound(`no folder at ${u} in commit ${at.id}`, { uri: u.toString() });
-    }
-    return Promise.all(
-      files.map((f) =>
-        this.commitFileEntry(Uri.fromKey(this.scheme, u.bucket, f.key, at), f, options),
-      ),
-    );
+    return progressFor(this, operation, uri, extra, totalBytes);
   }
 
   // ---- core primitives -------------------------------------------------------------------
@@ -742,43 +474,4 @@ export abstract class ObjectStore extends Store {
   protected noVersions(): NotSupported {
     return new NotSupported(`the ${this.driver} driver keeps no versions`);
   }
-}
-
-/**
- * The size of a local file to upload: SourceError when it cannot be read or is not a regular
- * file (a FIFO would block the put, a directory is not an object).
- */
-async function sourceFileSize(file: string): Promise<number> {
-  let stats: Awaited<ReturnType<typeof fsStat>>;
-  try {
-    stats = await fsStat(file);
-  } catch (cause) {
-    throw new SourceError(`cannot read ${file}: ${(cause as Error).message}`, { cause });
-  }
-  if (!stats.isFile()) throw new SourceError(`cannot upload ${file}: not a regular file`);
-  return stats.size;
-}
-
-/** A folder entry. */
-function folderEntry(uri: Uri): Entry {
-  return { uri, kind: 'folder', size: null, version: null };
-}
-
-/**
- * A predicate on relative paths from include/exclude globs. minimatch loads only when there are
- * globs: with brace-expansion it is an eighth of the code a CLI process would otherwise compile
- * before its first request.
- */
-async function globFilter(options: WalkOptions): Promise<(rel: string) => boolean> {
-  const inc = toList(options.include);
-  const exc = toList(options.exclude);
-  if (inc.length === 0 && exc.length === 0) return () => true;
-  const { minimatch } = await import('minimatch');
-  return (rel) =>
-    (inc.length === 0 || inc.some((g) => minimatch(rel, g, { dot: true }))) &&
-    !exc.some((g) => minimatch(rel, g, { dot: true }));
-}
-
-function toList(v: string | string[] | undefined): string[] {
-  return v === undefined ? [] : Array.isArray(v) ? v : [v];
 }

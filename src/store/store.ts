@@ -4,23 +4,11 @@
  * @module
  */
 import { Cache } from '../cache/cache.js';
+import { ADAPTIVE_MAX_CONCURRENCY, type ProgressCallback } from '../contract/store-context.js';
 import { checkConcurrency } from '../core/concurrency.js';
 import type { UploadSettingsOptions } from '../upload/settings.js';
 
-/** Progress of a long operation: cumulative bytes and files so far, and totals when known. */
-export interface Progress {
-  /** What is going on: `fetch`, `put`, `upload`, `read`, `branch`, ... */
-  operation: string;
-  /** The URI being worked on. */
-  uri: string;
-  bytes: number;
-  totalBytes?: number | undefined;
-  files?: number | undefined;
-  totalFiles?: number | undefined;
-}
-
-/** A progress callback; called often, so keep it cheap. */
-export type ProgressCallback = (progress: Progress) => void;
+export type { Progress, ProgressCallback } from '../contract/store-context.js';
 
 /**
  * The options every store takes (with the upload settings of large puts, src/upload/put.ts).
@@ -44,8 +32,7 @@ export interface StoreOptions extends UploadSettingsOptions {
   logger?: ((message: string) => void) | undefined;
 }
 
-/** The most transfers an adaptive folder fetch grows to (see {@link StoreOptions.concurrency}). */
-export const ADAPTIVE_MAX_CONCURRENCY = 64;
+export { ADAPTIVE_MAX_CONCURRENCY };
 
 /** True when `PROVCAT_OFFLINE` asks for offline mode. */
 export function offlineFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {

@@ -3,8 +3,8 @@ import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { NotFound, OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
-import { tempCache } from './store.js';
 import { type ConformanceTarget, randomPrefix } from './target.js';
+import { tempCache } from './temp-cache.js';
 
 /** The primitives a store may call; offline tests make each of them fail. */
 export const PRIMITIVES = [

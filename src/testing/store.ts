@@ -10,6 +10,7 @@ import type { ObjectStore } from '../store/object-store.js';
 import { forbidPrimitives } from './fetch.js';
 import { rejection } from './rejection.js';
 import { type ConformanceTarget, randomBucket, randomPrefix } from './target.js';
+import { tempCache } from './temp-cache.js';
 
 /** The error a call fails with; a call that succeeds fails the test. */
 async function failure(call: Promise<unknown>, what: string): Promise<Error> {
@@ -21,10 +22,7 @@ async function failure(call: Promise<unknown>, what: string): Promise<Error> {
   );
 }
 
-/** A new temp directory for a cache. */
-export function tempCache(): string {
-  return mkdtempSync(path.join(tmpdir(), 'provcat-cache-'));
-}
+export { tempCache } from './temp-cache.js';
 
 /** The store methods: stat, list, walk, put, delete. */
 export function storeSuite(target: ConformanceTarget): void {

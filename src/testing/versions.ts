@@ -47,8 +47,8 @@ import { Uri } from '../core/uri.js';
 import { type Location, ObjectStore } from '../store/object-store.js';
 import { commitKeySetCase, forbidPrimitives, readTree } from './fetch.js';
 import { rejection } from './rejection.js';
-import { tempCache } from './store.js';
 import { type ConformanceTarget, randomPrefix } from './target.js';
+import { tempCache } from './temp-cache.js';
 
 /** Hooks of an {@link Interposer}. */
 export interface InterposerHooks {

@@ -71,7 +71,7 @@ describe('cat -o TARGET', () => {
     const before = readdirSync(parent).sort();
     const r = cat(target);
     expect(r.code, r.err).toBe(2);
-    expect(r.err).toMatch(/^provcat: UsageError: /);
+    expect(r.err).toMatch(/^provcat: InvalidArgument: /);
     expect(readdirSync(parent).sort()).toEqual(before);
   }
 
@@ -138,7 +138,7 @@ describe('the same routine for gc keep-set --out and gc plan --out', () => {
   /** `args` is refused with exit 2, a usage error matching `message`, nothing new in `parent`. */
   function refused(r: ReturnType<typeof run>, parent: string, before: string[], message: RegExp) {
     expect(r.code, r.err).toBe(2);
-    expect(r.err).toMatch(/^provcat: UsageError: /);
+    expect(r.err).toMatch(/^provcat: InvalidArgument: /);
     expect(r.err).toMatch(message);
     expect(readdirSync(parent).sort()).toEqual(before);
   }

@@ -97,7 +97,7 @@ describe('usage errors of the gc commands (exit 2)', () => {
       out,
     ]);
     expect(huge.code, huge.stderr).toBe(2);
-    expect(huge.stderr).toMatch(/^provcat: UsageError: .*at most 36525d/);
+    expect(huge.stderr).toMatch(/^provcat: InvalidArgument: .*at most 36525d/);
     expect(huge.stderr).not.toMatch(/RangeError/);
     for (const name of [' ', 'tab\tname', 'x'.repeat(1025)]) {
       const add = await cli(t, [

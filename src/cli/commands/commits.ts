@@ -73,7 +73,7 @@ async function commitFromCli(
   ctx: CliContext,
 ): Promise<number> {
   const [{ commitFrom }, { pushCounts, pushSummary }] = await Promise.all([
-    import('../../folders/push.js'),
+    import('../../folders/commit-from.js'),
     import('./folders.js'),
   ]);
   const bar = ctx.progress(`push ${u.name}`);

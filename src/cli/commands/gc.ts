@@ -25,9 +25,10 @@ import {
   readLocationFile,
 } from '../../lake/data-location.js';
 import { applyGc } from '../../lake/gc/apply.js';
+import { parseDuration } from '../../lake/gc/duration.js';
 import type { InventoryFormat, KeyEncoding } from '../../lake/gc/inventory.js';
 import { writeKeepSet } from '../../lake/gc/keep-set.js';
-import { DEFAULT_OLDER_THAN_MS, MAX_OLDER_THAN_MS, planGc } from '../../lake/gc/plan.js';
+import { DEFAULT_OLDER_THAN_MS, planGc } from '../../lake/gc/plan.js';
 import { MAX_PAGE_SIZE } from '../../lake/gc/plan-format.js';
 import { nameProblem } from '../../lake/gc/refs-format.js';
 import type { Stage } from '../../lake/stage.js';
@@ -35,34 +36,6 @@ import { stageFromString } from '../../lake/stage-factory.js';
 import type { CliArgs, CliContext, Command } from '../command.js';
 import { cancelOnSignal, UsageError } from '../command.js';
 import { formatBytes } from '../progress.js';
-
-const UNITS: Record<string, number> = {
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-  d: 86_400_000,
-};
-
-/**
- * Milliseconds of a DURATION (`0s`, `36h`, `7d`, `90m`, `500ms`), at most
- * {@link MAX_OLDER_THAN_MS} (100 years: a cutoff further back than any store's times);
- * UsageError otherwise.
- */
-export function parseDuration(text: string): number {
-  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text);
-  const ms = m ? Number(m[1]) * (UNITS[m[2] as string] as number) : Number.NaN;
-  if (!Number.isSafeInteger(ms)) {
-    if (m) throw tooLong(text);
-    throw new UsageError(`a duration is a whole number and a unit (ms, s, m, h, d), not '${text}'`);
-  }
-  if (ms > MAX_OLDER_THAN_MS) throw tooLong(text);
-  return ms;
-}
-
-function tooLong(text: string): UsageError {
-  return new UsageError(`a duration is at most 36525d (100 years), not '${text}'`);
-}
 
 /** The set name of a refs command, checked as the format checks it; UsageError otherwise. */
 function setName(name: string): string {

@@ -5,7 +5,6 @@
  * @module
  */
 
-export { gcCommands, parseDuration } from '../../cli/commands/gc.js';
 export {
   type ApplyCounts,
   type ApplyOptions,
@@ -14,6 +13,7 @@ export {
   applyGc,
   CHECKPOINT_FORMAT,
 } from './apply.js';
+export { parseDuration } from './duration.js';
 export {
   GcPlanError,
   InventoryError,

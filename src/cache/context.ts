@@ -1,0 +1,14 @@
+/**
+ * {@link CachedStoreContext}: the narrow interface of a service that reads or writes the cache
+ * (fetch, reads at `?at=`), the store context (src/contract/store-context.ts) plus the cache.
+ *
+ * @module
+ */
+import type { StoreContext } from '../contract/store-context.js';
+import type { Cache } from './cache.js';
+
+/** A store's primitives and settings with its local cache. `ObjectStore` is one. */
+export interface CachedStoreContext extends StoreContext {
+  /** The local cache the store fetches into. */
+  readonly cache: Cache;
+}

@@ -1,0 +1,90 @@
+/**
+ * Push a local folder, then commit the store folder (`ObjectStore.commit` with `from`): the
+ * push of src/folders/push.ts followed by the commit of src/commits/commit.ts, with what refuses
+ * every commit checked before anything is sent.
+ *
+ * @module
+ */
+import type { CommitOptions } from '../commits/commit.js';
+import { checkConcurrency } from '../core/concurrency.js';
+import { NotCommitted } from '../core/errors.js';
+import { toUri, type Uri } from '../core/uri.js';
+import { type PushContext, type PushOptions, type PushResult, runPush } from './push.js';
+
+/** Options of {@link commitFrom}: the commit's and the push's (no dry run). */
+export interface CommitFromOptions extends CommitOptions, Omit<PushOptions, 'dryRun'> {}
+
+/** What {@link commitFrom} did. */
+export interface CommitFromResult {
+  /** The folder pinned to the new commit (`?at=commit:ID`). */
+  uri: Uri;
+  /** The push before the commit. */
+  push: PushResult;
+  /**
+   * Files in the commit that the local folder lacks (objects that were already under the folder
+   * and that a push without `delete` leaves), in path order.
+   */
+  extra: string[];
+}
+
+/**
+ * Push `localDir` to the folder `uri` (`pushFolder`, src/folders/push.ts), then commit the folder
+ * (`ObjectStore.commit`), and return the folder pinned to the commit. With `delete` the commit
+ * holds exactly the local folder's files (byte for byte); without it, also the files already
+ * under the folder that `localDir` lacks (listed in `extra`).
+ *
+ * A failure of the push is the push's error (no commit was tried). A failure of the commit after
+ * the push (no change since the last commit without `allowEmpty`, a bucket without versions, a
+ * folder that kept changing...) is {@link NotCommitted}: the pushed files stay, `pushed` says
+ * what was sent, and `cause` is the commit's error.
+ */
+export async function commitFrom(
+  store: PushContext,
+  localDir: string,
+  uri: Uri | string,
+  message: string,
+  options: CommitFromOptions = {},
+): Promise<CommitFromResult> {
+  const { folderOf } = await import('../commits/log.js');
+  const { uri: folder, bucket } = folderOf(store, toUri(uri), 'commit');
+  // What refuses every commit of this folder is refused before anything is pushed.
+  const { checkMessage } = await import('../commits/commit.js');
+  checkMessage(message, folder.toString());
+  checkConcurrency(options.concurrency);
+  store.online(folder, 'commit');
+  if ((await store._createMode(bucket)) === 'none') {
+    const { noCreateError } = await import('../logs/small-objects.js');
+    throw noCreateError(store, bucket, `commit of ${folder}`);
+  }
+  const { result: pushed, local } = await runPush(store, localDir, uri, {
+    ...options,
+    dryRun: false,
+  });
+  const { commitFolder } = await import('../commits/commit.js');
+  let pinned: Uri;
+  try {
+    pinned = await commitFolder(store, pushed.uri, message, options);
+  } catch (cause) {
+    const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+    throw new NotCommitted(
+      `pushed ${localDir} to ${pushed.uri} (${pushed.uploaded} sent, ${pushed.skipped} unchanged, ${pushed.deleted} deleted), but no commit was made: ${why}`,
+      {
+        uri: pushed.uri.toString(),
+        cause,
+        pushed: {
+          uploaded: pushed.uploaded,
+          skipped: pushed.skipped,
+          deleted: pushed.deleted,
+          bytes: pushed.bytes,
+        },
+      },
+    );
+  }
+  const { filesUnder, loadCommit } = await import('../commits/read.js');
+  const at = pinned.at as NonNullable<Uri['at']>;
+  const commit = await loadCommit(store, pinned.bucket, at.id, { signal: options.signal });
+  const extra = filesUnder(commit, pinned)
+    .map((f) => f.key.slice(pinned.prefix.length))
+    .filter((rel) => !local.has(rel));
+  return { uri: pinned, push: pushed, extra };
+}
