@@ -43,7 +43,7 @@ import { encodeSegment, toUri, Uri } from '../core/uri.js';
 import type { DeleteFolderOptions, DeleteFolderResult } from '../folders/delete-folder.js';
 import type { DiffOptions, DiffResult } from '../folders/diff.js';
 import type { CommitFromOptions, PushOptions, PushResult } from '../folders/push.js';
-import type { PartBufferPool } from '../upload/parts.js';
+import type { PartBufferPool } from '../upload/buffer-pool.js';
 import { type UploadSettings, uploadSettings } from '../upload/settings.js';
 import { type ProgressCallback, Store, type StoreOptions } from './store.js';
 
@@ -693,7 +693,7 @@ export abstract class ObjectStore extends Store {
     if (protocol === undefined) return single(source, options);
     const [{ putObject }, { PartBufferPool }] = await Promise.all([
       import('../upload/put.js'),
-      import('../upload/parts.js'),
+      import('../upload/buffer-pool.js'),
     ]);
     this.partPool ??= new PartBufferPool();
     return putObject(
