@@ -7,7 +7,7 @@
 import type { CompletedPart as S3CompletedPart } from '@aws-sdk/client-s3';
 import type { ObjectInfo } from '../../src/contract/primitives.js';
 import { StoreError } from '../../src/core/errors.js';
-import { ABORT_TIMEOUT_MS, abortUpload, linkedController } from '../../src/upload/engine.js';
+import { ABORT_TIMEOUT_MS, abortUpload, linkedController } from '../../src/upload/requests.js';
 import { partSizeFor } from '../../src/upload/settings.js';
 import { copySource } from './keys.js';
 import type { S3Multipart } from './multipart.js';

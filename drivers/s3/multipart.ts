@@ -26,7 +26,7 @@ import type {
   UploadObjectOptions,
 } from '../../src/contract/primitives.js';
 import { isAbort, NotFound, StoreError } from '../../src/core/errors.js';
-import type { UploadTarget } from '../../src/upload/engine.js';
+import type { UploadTarget } from '../../src/upload/requests.js';
 import { MAX_PART_SIZE, MAX_PARTS, MIN_PART_SIZE } from './config.js';
 import { mapS3Error, s3UriText } from './errors.js';
 import { putMetadata } from './metadata.js';

@@ -16,7 +16,7 @@ import type { ReadableStream } from 'node:stream/web';
 import type { BodySink, ObjectInfo, OpenUpload } from '../contract/primitives.js';
 import { contentTypeFor } from '../core/content-type.js';
 import { ObjectIntegrityError, StoreError } from '../core/errors.js';
-import { PartBufferPool } from '../upload/parts.js';
+import { PartBufferPool } from '../upload/buffer-pool.js';
 import type { StageBackend } from './backend.js';
 import { RESUMABLE_PART_SIZES } from './checkpoint.js';
 import { checkContentType, checkDataLocation, type DataLocation } from './data-location.js';

@@ -4,7 +4,7 @@
  * from the bytes read in order; an empty object is one plain put.
  *
  * A file's parts are streamed from disk, and its SHA-256 comes from one sequential read that
- * every part's sent bytes are checked against (src/upload/parts.ts), so no part is held in
+ * every part's sent bytes are checked against (src/upload/file-parts.ts), so no part is held in
  * memory; a stream's parts go through pooled part buffers, at most `partsInFlight` of them.
  * Nothing is visible under the key before the protocol's `complete`. A failure or cancellation
  * cancels the parts in flight, waits for them, and aborts the upload (bounded to 30 s); a crash
@@ -38,22 +38,19 @@ import {
   SourceChanged,
   SourceError,
 } from '../core/errors.js';
+import type { PartBufferPool } from '../upload/buffer-pool.js';
+import { BufferedParts } from '../upload/buffered-parts.js';
+import { type TrustedPart, uploadParts } from '../upload/engine.js';
+import { FileParts } from '../upload/file-parts.js';
+import type { PartSource } from '../upload/part-source.js';
 import {
   abortUpload,
   createUpload,
   linkedController,
   listUploadParts,
-  type TrustedPart,
   type UploadTarget,
-  uploadParts,
-} from '../upload/engine.js';
-import {
-  BufferedParts,
-  FileParts,
-  type PartBufferPool,
-  type PartSource,
-  StreamReader,
-} from '../upload/parts.js';
+} from '../upload/requests.js';
+import { StreamReader } from '../upload/stream-readers.js';
 import type { StageBackend } from './backend.js';
 import {
   type Checkpoint,
@@ -268,11 +265,10 @@ export async function uploadResumable(
       const fresh = checkpoint === undefined;
       if (checkpoint === undefined) {
         const key = ctx.newKey();
-        const upload = await createUpload(
-          targetOf(ctx, key, options.stallTimeoutMs),
+        const upload = await createUpload(targetOf(ctx, key, options.stallTimeoutMs), {
           contentType,
-          identity.size,
-        );
+          size: identity.size,
+        });
         checkpoint = {
           version: 2,
           backend: ctx.kind,

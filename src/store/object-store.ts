@@ -59,7 +59,7 @@ import {
 } from '../folders/listing.js';
 import type { PushOptions, PushResult } from '../folders/push.js';
 import { deleteUri, type PutCallOptions, putUri } from '../upload/object-writes.js';
-import type { PartBufferPool } from '../upload/parts.js';
+import type { PartBufferPool } from '../upload/buffer-pool.js';
 import { type UploadSettings, uploadSettings } from '../upload/settings.js';
 import { Store, type StoreOptions } from './store.js';
 
@@ -425,7 +425,7 @@ export abstract class ObjectStore extends Store implements CachedStoreContext {
     if (protocol === undefined) return single(source, options);
     const [{ putObject }, { PartBufferPool }] = await Promise.all([
       import('../upload/put.js'),
-      import('../upload/parts.js'),
+      import('../upload/buffer-pool.js'),
     ]);
     this.partPool ??= new PartBufferPool();
     return putObject(

@@ -21,7 +21,7 @@ import { closeStore } from './fault-config.js';
 import { type FaultProxy, startFaultProxy } from './fault-proxy.js';
 import { type ConformanceTarget, randomPrefix } from './target.js';
 
-/** The source kinds a put takes, each cut into parts differently (see src/upload/parts.ts). */
+/** The source kinds a put takes, each cut into parts differently (see src/upload/*-parts.ts). */
 const SOURCES = ['file', 'stream', 'bytes'] as const;
 
 /**

@@ -15,16 +15,13 @@
 import { stat } from 'node:fs/promises';
 import type { ObjectInfo, PartProtocol, PutOptions, PutSource } from '../contract/primitives.js';
 import { SourceError } from '../core/errors.js';
+import type { PartBufferPool } from './buffer-pool.js';
+import { BufferedParts } from './buffered-parts.js';
 import { uploadParts } from './engine.js';
-import {
-  BufferedParts,
-  BytesReader,
-  FileParts,
-  type PartBufferPool,
-  type PartSource,
-  StreamReader,
-} from './parts.js';
+import { FileParts } from './file-parts.js';
+import type { PartSource } from './part-source.js';
 import { partSizeFor, type UploadSettings } from './settings.js';
+import { BytesReader, StreamReader } from './stream-readers.js';
 
 /** What {@link putObject} needs of the store. */
 export interface PutTarget {

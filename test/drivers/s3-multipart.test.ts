@@ -36,19 +36,13 @@ import {
   stageFromDescriptor,
 } from '../../src/lake/index.js';
 import { rejection } from '../../src/testing/rejection.js';
-import {
-  type UploadPartsOptions,
-  type UploadTarget,
-  uploadParts,
-} from '../../src/upload/engine.js';
-import {
-  BufferedParts,
-  BytesReader,
-  FileParts,
-  PartBufferPool,
-  type PartSource,
-  StreamReader,
-} from '../../src/upload/parts.js';
+import { PartBufferPool } from '../../src/upload/buffer-pool.js';
+import { BufferedParts } from '../../src/upload/buffered-parts.js';
+import { type UploadPartsOptions, uploadParts } from '../../src/upload/engine.js';
+import { FileParts } from '../../src/upload/file-parts.js';
+import type { PartSource } from '../../src/upload/part-source.js';
+import type { UploadTarget } from '../../src/upload/requests.js';
+import { BytesReader, StreamReader } from '../../src/upload/stream-readers.js';
 import {
   countCalls,
   openUploads,

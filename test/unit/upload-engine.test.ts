@@ -21,8 +21,10 @@ import type {
   PartUpload,
 } from '../../src/contract/primitives.js';
 import { exitCodeOf, PermissionDenied, SourceChanged } from '../../src/core/errors.js';
+import { PartBufferPool } from '../../src/upload/buffer-pool.js';
+import { BufferedParts } from '../../src/upload/buffered-parts.js';
 import { uploadParts } from '../../src/upload/engine.js';
-import { BufferedParts, BytesReader, PartBufferPool } from '../../src/upload/parts.js';
+import { BytesReader } from '../../src/upload/stream-readers.js';
 
 async function bodyBytes(body: Uint8Array | Readable): Promise<Buffer> {
   if (body instanceof Uint8Array) return Buffer.from(body);

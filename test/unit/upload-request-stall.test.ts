@@ -1,6 +1,6 @@
 /**
  * The stall timeout bounds every request of an upload in parts, not only the parts
- * (src/upload/engine.ts `boundedRequest`): a create, a part listing, a completion or an abort that
+ * (src/upload/requests.ts `boundedRequest`): a create, a part listing, a completion or an abort that
  * gets no answer within it is cancelled and sent again per the retry policy, and when every
  * attempt stalls the upload fails with a typed error in bounded time — `UploadStalled` for a
  * completion (the upload then aborted, or kept for a resume), a `StoreError` for a create or a
