@@ -16,7 +16,7 @@ import { type DownloadFallback, isFallback, parseHead, type ResponseHead } from 
 
 const debug = debuglog('provcat:http1');
 
-/** A response at its head; the body not yet consumed. See `openDownload` (src/net/http1-download.ts). */
+/** A response at its head; the body not yet consumed. See `openDownload` (http1-download.ts). */
 export interface Http1Response extends ResponseHead {
   /**
    * Deliver the body to `sink`. Resolves after the last byte's `data` call resolved; rejects
@@ -75,7 +75,7 @@ export class Transfer implements ConnectionOwner {
       url: URL;
       target: string;
       pool: Http1Pool | undefined;
-      /** Read the body whole when it is at most this long (see `fetchWhole` (http1-download.ts)). */
+      /** Read the body whole when it is at most this long (`fetchWhole`, http1-download.ts). */
       wholeUpTo?: number | undefined;
     },
     private readonly settle: (outcome: Attempt) => void,
@@ -204,9 +204,9 @@ export class Transfer implements ConnectionOwner {
   }
 
   /**
-   * `fetchWhole` (http1-download.ts): copy the body into one Buffer of its exact length as it arrives (the
-   * read buffers are released at once), then settle with it; a body over `upTo` is refused
-   * before any byte is read.
+   * `fetchWhole` (http1-download.ts): copy the body into one Buffer of its exact length as it
+   * arrives (the read buffers are released at once), then settle with it; a body over `upTo` is
+   * refused before any byte is read.
    */
   private readWhole(head: ResponseHead, upTo: number): void {
     if (head.contentLength > upTo) {
