@@ -224,7 +224,7 @@ describe('blob install', () => {
       },
     };
     const seen: number[] = [];
-    await cache.installBlob(blob, res, 5, (n) => seen.push(n));
+    await cache.installBlob(blob, res, { expectedSize: 5, onBytes: (n) => seen.push(n) });
     expect(await readFile(blob, 'utf8')).toBe('whole');
     expect((await stat(blob)).mode & 0o222).toBe(0);
     expect(seen).toEqual([5]);
@@ -240,7 +240,7 @@ describe('blob install', () => {
         released++;
       },
     };
-    await expect(cache.installBlob(other, short, 5)).rejects.toThrow(StoreError);
+    await expect(cache.installBlob(other, short, { expectedSize: 5 })).rejects.toThrow(StoreError);
     // Refused bytes are given back too.
     expect(released).toBe(2);
     // Nothing half-written: no blob, no temp file.
