@@ -259,8 +259,10 @@ describe('cache folders', () => {
         store.put(`local://b/many/d${i % 7}/f${i}.txt`, Buffer.from(`file ${i}`)),
       ),
     );
-    // One level of the cache's safe mkdir -p (its parents are made or checked first).
-    const made = vi.spyOn(store.cache as unknown as { makeLevel(dir: string): void }, 'makeLevel');
+    // One level of the cache's safe mkdir -p (its parents are made or checked first), made by
+    // the cache's SafeDirs (src/cache/safe-dirs.ts).
+    const dirsOf = store.cache as unknown as { dirs: { makeLevel(dir: string): void } };
+    const made = vi.spyOn(dirsOf.dirs, 'makeLevel');
     const r = await store.fetch('local://b/many/');
     expect(r).toMatchObject({ files: 300, downloaded: 300 });
     const dirs = made.mock.calls.map(([dir]) => dir);
