@@ -131,14 +131,12 @@ export async function fetchCommit(
           // plain MD5 — unless this GET says the ETag is none, SSE-KMS or SSE-C), checked
           // before the blob appears: bit rot in the store is never cached.
           const check = checkableWith(expected, res);
-          await cache.installBlob(
-            blob,
-            res,
-            f.size,
-            transfer.add,
+          await cache.installBlob(blob, res, {
+            expectedSize: f.size,
+            onBytes: transfer.add,
             signal,
-            check && { ...check, uri: where, source: `commit ${id}` },
-          );
+            digest: check && { ...check, uri: where, source: `commit ${id}` },
+          });
           downloaded++;
         }
         lock.check();

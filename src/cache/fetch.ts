@@ -157,14 +157,12 @@ async function currentBlob(
   const got = blobIdentity(res.info);
   const listed = got === identity || res.info.version === known.version;
   const blob = listed ? cached : store.cache.blobPath(store.scheme, bucket, key, got);
-  await store.cache.installBlob(
-    blob,
-    res,
-    res.contentLength,
-    transfer.add,
+  await store.cache.installBlob(blob, res, {
+    expectedSize: res.contentLength,
+    onBytes: transfer.add,
     signal,
-    expectedOf(res, `${store.scheme}://${bucket}/${key}`),
-  );
+    digest: expectedOf(res, `${store.scheme}://${bucket}/${key}`),
+  });
   return { blob, info: res.info, downloaded: true };
 }
 
@@ -249,14 +247,12 @@ async function fetchFileByGet(
         cache.sweepTemps(path.dirname(dest));
         cache.sweepBlobTemps(store.scheme, bucket);
       }
-      await cache.installBlob(
-        blob,
-        res,
-        res.contentLength,
-        transfer.add,
-        options.signal,
-        expectedOf(res, u.toString()),
-      );
+      await cache.installBlob(blob, res, {
+        expectedSize: res.contentLength,
+        onBytes: transfer.add,
+        signal: options.signal,
+        digest: expectedOf(res, u.toString()),
+      });
       downloaded = 1;
     } else {
       res.body.destroy();
@@ -488,14 +484,12 @@ async function fetchVersion(
     }
     // The digest the store states for the version (sha256, or an ETag that is a plain MD5) is
     // checked against the bytes.
-    await cache.installBlob(
-      blob,
-      res,
-      res.contentLength,
-      transfer.add,
-      options.signal,
-      expectedOf(res, where),
-    );
+    await cache.installBlob(blob, res, {
+      expectedSize: res.contentLength,
+      onBytes: transfer.add,
+      signal: options.signal,
+      digest: expectedOf(res, where),
+    });
     await cache.writeVersionMeta(store.scheme, bucket, {
       key,
       versionId,

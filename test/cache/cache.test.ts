@@ -1,12 +1,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
 import { LocalStore } from '../../drivers/local/index.js';
-import { Cache } from '../../src/cache/cache.js';
-import { OfflineMiss, StoreError, UriError } from '../../src/core/errors.js';
+import { Cache, type InstallableBody } from '../../src/cache/cache.js';
+import { ObjectIntegrityError, OfflineMiss, StoreError, UriError } from '../../src/core/errors.js';
 import { checkDiskNames } from '../../src/core/keys.js';
 import { Uri } from '../../src/core/uri.js';
 import { readTree } from '../../src/testing/fetch.js';
@@ -224,7 +226,7 @@ describe('blob install', () => {
       },
     };
     const seen: number[] = [];
-    await cache.installBlob(blob, res, 5, (n) => seen.push(n));
+    await cache.installBlob(blob, res, { expectedSize: 5, onBytes: (n) => seen.push(n) });
     expect(await readFile(blob, 'utf8')).toBe('whole');
     expect((await stat(blob)).mode & 0o222).toBe(0);
     expect(seen).toEqual([5]);
@@ -240,7 +242,7 @@ describe('blob install', () => {
         released++;
       },
     };
-    await expect(cache.installBlob(other, short, 5)).rejects.toThrow(StoreError);
+    await expect(cache.installBlob(other, short, { expectedSize: 5 })).rejects.toThrow(StoreError);
     // Refused bytes are given back too.
     expect(released).toBe(2);
     // Nothing half-written: no blob, no temp file.
@@ -248,6 +250,75 @@ describe('blob install', () => {
       path.dirname(other) === path.dirname(blob) ? [blob] : [],
     );
   });
+});
+
+describe('the five install paths', () => {
+  const small = Buffer.from('sealed the same way');
+  const big = Buffer.alloc(100 * 1024, 7);
+  /** A GET's result of each shape a driver hands back, for `body`. */
+  const shapes: [string, (body: Buffer, dir: string) => InstallableBody][] = [
+    ['bytes read whole', (body) => ({ body: Readable.from([]), bytes: Buffer.from(body) })],
+    [
+      'a pipeTo sink',
+      (body) => ({
+        body: Readable.from([]),
+        pipeTo: async (sink) => {
+          await sink.data(body.subarray(0, 3));
+          await sink.data(body.subarray(3));
+        },
+      }),
+    ],
+    [
+      "a driver's local file (kernel copy)",
+      (body, dir) => {
+        const file = path.join(dir, `source-${body.length}`);
+        writeFileSync(file, body);
+        return { body: Readable.from([]), file: { path: file, size: body.length } };
+      },
+    ],
+    [
+      'a small Readable',
+      (body) => ({ body: Readable.from([body.subarray(0, 2), body.subarray(2)]) }),
+    ],
+    [
+      'a big Readable',
+      (body) => ({ body: Readable.from([body.subarray(0, 5), body.subarray(5)]) }),
+    ],
+  ];
+  const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+  for (const [name, shape] of shapes) {
+    const body = name === 'a big Readable' ? big : small;
+    it(`${name}: the checked bytes become a read-only blob; bad ones leave nothing`, async () => {
+      const dir = temp('install');
+      const cache = new Cache({ root: path.join(dir, 'cache') });
+      const blob = cache.blobPath('s3', 'b', 'k', 'v1');
+      const seen: number[] = [];
+      const digest = { algorithm: 'sha256' as const, hex: sha256(body), uri: 'u', source: 'test' };
+      await cache.installBlob(blob, shape(body, dir), {
+        expectedSize: body.length,
+        onBytes: (n) => seen.push(n),
+        digest,
+      });
+      expect((await readFile(blob)).equals(body)).toBe(true);
+      expect((await stat(blob)).mode & 0o222).toBe(0);
+      expect(seen.reduce((a, n) => a + n, 0)).toBe(body.length);
+
+      const bad = cache.blobPath('s3', 'b', 'k', 'v2');
+      const wrong = { ...digest, hex: sha256(Buffer.from('other bytes')) };
+      const refused = cache.installBlob(bad, shape(body, dir), {
+        expectedSize: body.length,
+        digest: wrong,
+      });
+      await expect(refused).rejects.toThrow(ObjectIntegrityError);
+      const short = cache.installBlob(bad, shape(body.subarray(1), dir), {
+        expectedSize: body.length,
+      });
+      await expect(short).rejects.toThrow(StoreError);
+      // Nothing half-written: the good blob only, no temp file.
+      expect(await allFiles(path.join(dir, 'cache'))).toEqual([blob]);
+    });
+  }
 });
 
 describe('cache folders', () => {
@@ -259,8 +330,10 @@ describe('cache folders', () => {
         store.put(`local://b/many/d${i % 7}/f${i}.txt`, Buffer.from(`file ${i}`)),
       ),
     );
-    // One level of the cache's safe mkdir -p (its parents are made or checked first).
-    const made = vi.spyOn(store.cache as unknown as { makeLevel(dir: string): void }, 'makeLevel');
+    // One level of the cache's safe mkdir -p (its parents are made or checked first), made by
+    // the cache's SafeDirs (src/cache/safe-dirs.ts).
+    const dirsOf = store.cache as unknown as { dirs: { makeLevel(dir: string): void } };
+    const made = vi.spyOn(dirsOf.dirs, 'makeLevel');
     const r = await store.fetch('local://b/many/');
     expect(r).toMatchObject({ files: 300, downloaded: 300 });
     const dirs = made.mock.calls.map(([dir]) => dir);
