@@ -7,7 +7,7 @@
 //   node bench/undici-vs-http1.mjs --quick              # 200 × 4 KiB, 64 MiB, 2 rounds
 //
 // Like with like, so only the HTTP client differs:
-// - every request is signed the lean path's way (drivers/s3/lean.ts: `sdkSignerFactory`, the
+// - every request is signed the lean path's way (drivers/s3/lean-signer.ts: `sdkSignerFactory`, the
 //   SDK's SigV4 pieces, with S3's settings), with the same headers, on the path-style route;
 // - the same concurrency (16 in flight) over keep-alive connections that are reused
 //   (`Http1Pool`, or an undici `Pool` of 16 connections);
@@ -97,9 +97,10 @@ const { values: opt } = parseArgs({
 
 // ---------------------------------------------------------------------------- the child --
 
-/** Sign GETs of `bucket`'s keys as the lean path does (LeanPath.sign, drivers/s3/lean.ts). */
+/** Sign GETs of `bucket`'s keys as the lean path does (LeanPath.sign, drivers/s3/lean-path.ts). */
 async function leanSigner(bucket) {
-  const { pathStyleRoute, sdkSignerFactory } = await import(dist('drivers/s3/lean.js'));
+  const { sdkSignerFactory } = await import(dist('drivers/s3/lean-signer.js'));
+  const { pathStyleRoute } = await import(dist('drivers/s3/route.js'));
   const { encodeKeyPath } = await import(dist('drivers/s3/keys.js'));
   const { EMPTY_SHA256 } = await import(dist('src/core/digest.js'));
   const route = pathStyleRoute(ENDPOINT, REGION, bucket);

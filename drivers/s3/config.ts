@@ -74,7 +74,7 @@ export interface S3StoreOptions extends StoreOptions {
   /** See {@link CreateFallback}. Default: `PROVCAT_S3_CREATE_FALLBACK`, else `none`. */
   createFallback?: CreateFallback | undefined;
   /**
-   * Reads (HEAD, GET, listings) on the lean path (lean.ts) where it applies; `false` sends every
+   * Reads (HEAD, GET, listings) on the lean path (lean-path.ts, lean-reader.ts) where it applies; `false` sends every
    * request through the SDK. Default: true, unless `PROVCAT_S3_LEAN=0`. An accelerator only:
    * both paths give the same answers (the conformance suite runs on each).
    */

@@ -13,7 +13,7 @@
  * are then merged by that sequence: exactly the store's order. If the counts disagree, the
  * listing is refused (fail closed), never guessed.
  *
- * This is the SDK path. The lean path (lean.ts `parseVersionPage`) reads the entries in document
+ * This is the SDK path. The lean path (list-xml.ts `parseVersionPage`) reads the entries in document
  * order directly; {@link sdkVersionPage} puts the SDK's answer in the same shape.
  *
  * @module
@@ -25,7 +25,7 @@ import type {
   ObjectVersion,
 } from '@aws-sdk/client-s3';
 import { StoreError } from '../../src/core/errors.js';
-import type { LeanVersionEntry, LeanVersionPage } from './lean.js';
+import type { LeanVersionEntry, LeanVersionPage } from './list-xml.js';
 
 /** One entry of a version listing page, in the store's order. */
 export type VersionEntry =

@@ -21,7 +21,8 @@ export {
   type S3Config,
   type S3StoreOptions,
 } from './config.js';
+export { PROBE_PREFIX } from './create-mode.js';
 export { mapS3Error, type S3ErrorContext, s3UriText } from './errors.js';
 export { copySource, decodeListedKey } from './keys.js';
 export { S3Multipart } from './multipart.js';
-export { type MakeBucketOptions, PROBE_PREFIX, S3Store } from './s3-store.js';
+export { type MakeBucketOptions, S3Store } from './s3-store.js';

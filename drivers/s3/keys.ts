@@ -10,6 +10,8 @@
  *
  * @module
  */
+import { StoreError } from '../../src/core/errors.js';
+import { type S3ErrorContext, s3UriText } from './errors.js';
 
 /** Percent-encode a key for a URL path or header: UTF-8, every byte but `A-Za-z0-9-._~/`. */
 export function encodeKeyPath(key: string): string {
@@ -35,4 +37,26 @@ export function copySource(bucket: string, key: string, versionId?: string): str
  */
 export function decodeListedKey(encoded: string): string {
   return decodeURIComponent(encoded.replace(/\+/g, '%20'));
+}
+
+/**
+ * The key decoder of one listing page: {@link decodeListedKey} when the page says its keys are
+ * URL-encoded (`encoding`), else the keys as sent. A key that is not valid URL encoding is a
+ * {@link StoreError} naming the listing (`context`).
+ */
+export function listedKeyDecoder(
+  encoding: string | undefined,
+  context: S3ErrorContext,
+): (key: string) => string {
+  if (encoding !== 'url') return (key: string) => key;
+  return (key: string) => {
+    try {
+      return decodeListedKey(key);
+    } catch (cause) {
+      throw new StoreError(
+        `${context.op} ${s3UriText(context.bucket, context.key)}: the store listed a key that is not valid URL encoding: ${key}`,
+        { cause },
+      );
+    }
+  };
 }

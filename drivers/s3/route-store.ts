@@ -1,5 +1,5 @@
 /**
- * Routes of the lean path (lean.ts) kept between processes, in the cache.
+ * Routes of the lean path (lean-path.ts, route-book.ts) kept between processes, in the cache.
  *
  * Why: away from an explicit path-style endpoint, the lean path learns where a bucket's requests
  * go from the SDK's own endpoint resolution of its first request. A CLI command is one process,
@@ -21,7 +21,7 @@
  *   {@link ROUTE_MAX_AGE_MS} (or dated in the future) are ignored, so the SDK re-resolves every
  *   route at least daily. `null` routes (not usable lean) are not kept: the SDK is asked anyway.
  * - A stored route is a hint, not a fact: the lean path confirms it by a first good answer and
- *   drops it (here too) on the first failure; see lean.ts.
+ *   drops it (here too) on the first failure; see route-book.ts.
  * - Best effort: reading or writing never fails a user's call. A missing file is no routes; a
  *   corrupt or unreadable one is ignored (logged); a failed write is logged. Writes merge with
  *   what is on disk at the time (another process may have learned other buckets) and run one at
@@ -38,7 +38,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import { sha256Hex } from '../../src/core/digest.js';
 import { writeFileAtomic } from '../../src/core/fs-atomic.js';
-import type { Route } from './lean.js';
+import type { Route } from './route.js';
 
 /** Stored routes older than this (24 hours) are ignored. */
 export const ROUTE_MAX_AGE_MS = 24 * 60 * 60 * 1000;

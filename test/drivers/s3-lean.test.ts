@@ -1,5 +1,5 @@
 /**
- * The S3 driver's lean read path (drivers/s3/lean.ts): its route agrees with the SDK's own
+ * The S3 driver's lean read path (drivers/s3/lean-*.ts): its route agrees with the SDK's own
  * endpoint resolution, its listing parser reads S3's answer or refuses it, and on a real server
  * the everyday read operations answer correctly without the SDK client ever being loaded, while
  * errors still come out through the SDK's retries and the driver's one error mapping.
@@ -22,15 +22,10 @@ import {
 } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3Store } from '../../drivers/s3/index.js';
-import {
-  cacheSigningKeys,
-  httpDate,
-  parseListPage,
-  parseVersionPage,
-  pathStyleRoute,
-  Sha256,
-  signFromPieces,
-} from '../../drivers/s3/lean.js';
+import { httpDate } from '../../drivers/s3/lean-reader.js';
+import { cacheSigningKeys, Sha256, signFromPieces } from '../../drivers/s3/lean-signer.js';
+import { parseListPage, parseVersionPage } from '../../drivers/s3/list-xml.js';
+import { pathStyleRoute } from '../../drivers/s3/route.js';
 import type { VersionRecord } from '../../src/contract/primitives.js';
 import { forEachLimit } from '../../src/core/concurrency.js';
 import { isAbort, NotFound, StoreError } from '../../src/core/errors.js';

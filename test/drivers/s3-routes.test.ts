@@ -23,7 +23,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3Store } from '../../drivers/s3/index.js';
-import { LeanPath, type Route } from '../../drivers/s3/lean.js';
+import { LeanPath } from '../../drivers/s3/lean-path.js';
+import type { Route } from '../../drivers/s3/route.js';
 import {
   ENDPOINT_ENV,
   type EndpointSettings,
