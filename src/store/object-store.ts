@@ -58,8 +58,8 @@ import {
   walkFolder,
 } from '../folders/listing.js';
 import type { PushOptions, PushResult } from '../folders/push.js';
-import { deleteUri, type PutCallOptions, putUri } from '../upload/object-writes.js';
 import type { PartBufferPool } from '../upload/buffer-pool.js';
+import { deleteUri, type PutCallOptions, putUri } from '../upload/object-writes.js';
 import { type UploadSettings, uploadSettings } from '../upload/settings.js';
 import { Store, type StoreOptions } from './store.js';
 
