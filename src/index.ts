@@ -42,7 +42,7 @@ export type {
   UploadObjectOptions,
   VersionRecord,
 } from './contract/primitives.js';
-export { type Entry, type EntryJson, entryToJson } from './core/entry.js';
+export { type Entry, type EntryJson, entryToJson } from './contract/entry.js';
 export {
   Exists,
   exitCodeOf,

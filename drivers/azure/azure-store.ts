@@ -15,7 +15,7 @@ import * as E from '../../src/core/errors.js';
 import { RETRY_ATTEMPTS, RETRY_BASE_MS, RETRY_CAP_MS } from '../../src/core/retry.js';
 import { missingBucket } from '../../src/driver-kit/bucket-state.js';
 import { checkByteRange } from '../../src/driver-kit/exact-bytes.js';
-import { type Lazy, lazy, lazyModule } from '../../src/driver-kit/lazy-module.js';
+import { type Lazy, lazy, lazyModule } from '../../src/core/lazy-module.js';
 import { inUtf8Order, utf8Pages } from '../../src/driver-kit/listing-order.js';
 import { pageSize, tokenPages } from '../../src/driver-kit/paging.js';
 import { exactDownload, sendSized } from '../../src/driver-kit/sized-body.js';

@@ -23,7 +23,7 @@ import {
   versioningMemo,
 } from '../../src/driver-kit/bucket-state.js';
 import { checkByteRange } from '../../src/driver-kit/exact-bytes.js';
-import { lazy, lazyModule } from '../../src/driver-kit/lazy-module.js';
+import { lazy, lazyModule } from '../../src/core/lazy-module.js';
 import { pageSize, tokenPages } from '../../src/driver-kit/paging.js';
 import { historyOf } from '../../src/driver-kit/version-history.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';

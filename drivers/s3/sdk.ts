@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { lazyModule } from '../../src/driver-kit/lazy-module.js';
+import { lazyModule } from '../../src/core/lazy-module.js';
 
 /** The `@aws-sdk/client-s3` module. */
 export type S3Sdk = typeof import('@aws-sdk/client-s3');

@@ -21,7 +21,7 @@ import { debuglog } from 'node:util';
 import type { GetResult, ObjectInfo } from '../contract/primitives.js';
 import { ADAPTIVE_MAX_CONCURRENCY } from '../contract/store-context.js';
 import { type AdaptiveWindow, forEachAdaptive } from '../core/concurrency.js';
-import type { Entry } from '../core/entry.js';
+import type { Entry } from '../contract/entry.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
 import type { Uri } from '../core/uri.js';

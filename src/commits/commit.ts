@@ -21,7 +21,7 @@
 import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../cache/context.js';
 import type { CreateMode } from '../contract/primitives.js';
-import { type FileFacts, sameBytes } from '../core/entry.js';
+import { type FileFacts, sameBytes } from '../contract/entry.js';
 import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../core/errors.js';
 import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import type { Uri } from '../core/uri.js';
@@ -151,7 +151,7 @@ async function writeCommitObject(
  * Refusals: `UriError` for a URI with `?at=` or under `.provcat/`; `InvalidArgument` for an
  * empty message (before any I/O); `StoreError` for a folder with no files, no change since the
  * parent (every file the same as the parent's by the rule `diff` uses, `sameBytes` in
- * src/core/entry.ts; unless `allowEmpty`); `NotSupported` for a bucket without versions;
+ * src/contract/entry.ts; unless `allowEmpty`); `NotSupported` for a bucket without versions;
  * `OfflineMiss` offline. A file URI is taken as the folder of that name.
  */
 export async function commitFolder(

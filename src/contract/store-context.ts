@@ -141,3 +141,9 @@ export function progressFor(
     for (const sink of sinks) sink({ operation, uri: text, bytes, totalBytes });
   };
 }
+
+/** A {@link StoreContext} its holder owns and closes (what a managed stage builds on). */
+export interface ClosableStore extends StoreContext {
+  /** Release sockets and clients. */
+  close(): Promise<void>;
+}

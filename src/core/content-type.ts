@@ -9,10 +9,10 @@
  * @module
  */
 
-import { lazy } from '../driver-kit/lazy-module.js';
-import { DEFAULT_CONTENT_TYPE } from '../lake/data-location.js';
+import { lazy } from './lazy-module.js';
 
-export { DEFAULT_CONTENT_TYPE };
+/** The type of an object whose name says nothing: `application/octet-stream`. */
+export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
 
 /** The `mime` package, imported on first use. */
 const mime = lazy(() => import('mime'));

@@ -7,7 +7,7 @@
  * listing. Files are matched by their path relative to their side's folder.
  *
  * **Changed means "not provably the same bytes"**, by the one rule `commit` also uses for its
- * "no change since commit N" check ({@link sameBytes} in src/core/entry.ts), so `diff` against now
+ * "no change since commit N" check ({@link sameBytes} in src/contract/entry.ts), so `diff` against now
  * is empty exactly when a commit would find nothing to record: the same key at the same version
  * ID, version or ETag, or equal digests the stores state (a recorded SHA-256, the MD5 of a plain
  * ETag, Azure's `Content-MD5` or GCS's `md5Hash`, a multipart ETag) and sizes. Where a side now
@@ -22,7 +22,7 @@
  */
 
 import type { CachedStoreContext } from '../cache/context.js';
-import { type Entry, type FileFacts, sameBytes } from '../core/entry.js';
+import { type Entry, type FileFacts, sameBytes } from '../contract/entry.js';
 import { UriError } from '../core/errors.js';
 import { compareUtf8 } from '../core/keys.js';
 import { toUri, type Uri } from '../core/uri.js';

@@ -11,7 +11,7 @@ import type { CachedStoreContext } from '../cache/context.js';
 import type { CommitFile } from '../commits/format.js';
 import { commitCovers, fileAt, filesUnder, loadCommit } from '../commits/read.js';
 import type { CallOptions } from '../contract/store-context.js';
-import type { Entry } from '../core/entry.js';
+import type { Entry } from '../contract/entry.js';
 import { NotFound } from '../core/errors.js';
 import { compareUtf8 } from '../core/keys.js';
 import { Uri } from '../core/uri.js';

@@ -19,7 +19,7 @@ import type {
 } from '../contract/primitives.js';
 import { NotFound, NotSupported } from '../core/errors.js';
 import { oldestVersions } from '../logs/create-only-log.js';
-import type { ObjectStore } from '../store/object-store.js';
+import type { ClosableStore } from '../contract/store-context.js';
 
 /** The storage behind one stage (see the module comment). */
 export interface StageBackend {
@@ -68,7 +68,7 @@ export interface StageBackend {
 }
 
 /** A protocol that refuses every call: for stores without uploads in parts. */
-function noParts(store: ObjectStore): PartProtocol {
+function noParts(store: ClosableStore): PartProtocol {
   const refuse = async (): Promise<never> => {
     throw new NotSupported(`the ${store.driver} driver cannot upload in parts`);
   };
@@ -92,7 +92,7 @@ function noParts(store: ObjectStore): PartProtocol {
 }
 
 /** The backend of a stage in `bucket` of an object store: its primitives, one to one. */
-export function storeBackend(store: ObjectStore, bucket: string): StageBackend {
+export function storeBackend(store: ClosableStore, bucket: string): StageBackend {
   return {
     head: (key, options) => store._head(bucket, key, options),
     get: (key, options = {}) =>

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type { ObjectStore } from '../store/object-store.js';
+import type { ClosableStore } from '../contract/store-context.js';
 import {
   checkFields,
   decodeStagePrefix,
@@ -41,7 +41,7 @@ export interface BucketStageSpec {
   /** The endpoint the identity names (`''` for the store's default). */
   endpoint(descriptor: BucketDescriptor): string;
   /** The store of a parsed descriptor (importing the driver). */
-  store(descriptor: BucketDescriptor, options: BackendOptions): Promise<ObjectStore>;
+  store(descriptor: BucketDescriptor, options: BackendOptions): Promise<ClosableStore>;
 }
 
 /** The {@link StageKind} of a bucket stage (see the module comment). */

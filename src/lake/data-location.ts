@@ -12,7 +12,9 @@
  *
  * @module
  */
+
 import { readFile } from 'node:fs/promises';
+import { DEFAULT_CONTENT_TYPE } from '../core/content-type.js';
 import { ObjectIntegrityError } from '../core/errors.js';
 import { InvalidDataLocation } from './errors.js';
 
@@ -34,8 +36,8 @@ const HEX64 = /^[0-9a-fA-F]{64}$/;
 // a place to smuggle header lines.
 const CONTENT_TYPE = /^[\x21-\x7e][\x20-\x7e]{0,254}$/;
 
-/** The content type used when an upload names none. */
-export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
+/** The content type used when an upload names none (defined with the one content-type rule). */
+export { DEFAULT_CONTENT_TYPE };
 
 /**
  * Check a digest before any storage is touched: exactly 64 hexadecimal characters. Returns it in

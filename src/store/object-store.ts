@@ -42,7 +42,7 @@ import {
 } from '../contract/store-context.js';
 import { checkConcurrency } from '../core/concurrency.js';
 import { contentTypeFor } from '../core/content-type.js';
-import type { Entry } from '../core/entry.js';
+import type { Entry } from '../contract/entry.js';
 import { NotSupported, OfflineMiss, UriError } from '../core/errors.js';
 import { META_PREFIX } from '../core/keys.js';
 import { encodeSegment, toUri, type Uri } from '../core/uri.js';

@@ -15,7 +15,7 @@ import {
   type StoreContext,
 } from '../contract/store-context.js';
 import { contentTypeFor } from '../core/content-type.js';
-import type { Entry } from '../core/entry.js';
+import type { Entry } from '../contract/entry.js';
 import { SourceError, UriError } from '../core/errors.js';
 import { META_PREFIX } from '../core/keys.js';
 import { toUri, type Uri } from '../core/uri.js';

@@ -1,9 +1,9 @@
 /**
- * The one rule for "the same file" (src/core/entry.ts `sameBytes`), which diff and commit's no-change
+ * The one rule for "the same file" (src/contract/entry.ts `sameBytes`), which diff and commit's no-change
  * check share; the drivers' side of it is in the conformance suite (src/testing/digests.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { type FileFacts, sameBytes } from '../../src/core/entry.js';
+import { type FileFacts, sameBytes } from '../../src/contract/entry.js';
 
 const MD5 = 'ab'.repeat(16);
 const OTHER = 'cd'.repeat(16);

@@ -16,7 +16,7 @@ import {
 } from '../../src/driver-kit/bucket-state.js';
 import { envSwitch, envText } from '../../src/driver-kit/env-settings.js';
 import { checkByteRange, exactBytes } from '../../src/driver-kit/exact-bytes.js';
-import { lazy, lazyModule } from '../../src/driver-kit/lazy-module.js';
+import { lazy, lazyModule } from '../../src/core/lazy-module.js';
 import { inUtf8Order, Utf8Order, utf8Pages } from '../../src/driver-kit/listing-order.js';
 import { pageSize, tokenPages } from '../../src/driver-kit/paging.js';
 import { StageConfigError } from '../../src/lake/errors.js';

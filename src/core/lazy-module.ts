@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { ProvcatError } from '../core/errors.js';
+import { ProvcatError } from './errors.js';
 
 /** A value made by `make` on the first call and kept; a rejection is not kept. */
 export interface Lazy<T> {

@@ -3,8 +3,8 @@
  *
  * @module
  */
-import type { ObjectInfo } from '../contract/primitives.js';
-import type { Uri } from './uri.js';
+import type { ObjectInfo } from './primitives.js';
+import type { Uri } from '../core/uri.js';
 
 /** One file or folder. */
 export interface Entry {
