@@ -19,6 +19,7 @@ export {
   type LogEntry,
   loadCommit,
 } from './commits/index.js';
+export { type Entry, type EntryJson, entryToJson } from './contract/entry.js';
 export type {
   BodySink,
   ByteRange,
@@ -42,7 +43,6 @@ export type {
   UploadObjectOptions,
   VersionRecord,
 } from './contract/primitives.js';
-export { type Entry, type EntryJson, entryToJson } from './contract/entry.js';
 export {
   Exists,
   exitCodeOf,

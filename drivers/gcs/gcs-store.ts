@@ -16,6 +16,7 @@ import type { Storage } from '@google-cloud/storage';
 import type * as D from '../../src/contract/primitives.js';
 import { raceAbort } from '../../src/core/concurrency.js';
 import { isAbort, NotFound, ObjectIntegrityError, StoreError } from '../../src/core/errors.js';
+import { lazy, lazyModule } from '../../src/core/lazy-module.js';
 import { isRetryable, RETRY_ATTEMPTS, withRetries } from '../../src/core/retry.js';
 import {
   missingBucket,
@@ -23,7 +24,6 @@ import {
   versioningMemo,
 } from '../../src/driver-kit/bucket-state.js';
 import { checkByteRange } from '../../src/driver-kit/exact-bytes.js';
-import { lazy, lazyModule } from '../../src/core/lazy-module.js';
 import { pageSize, tokenPages } from '../../src/driver-kit/paging.js';
 import { historyOf } from '../../src/driver-kit/version-history.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';

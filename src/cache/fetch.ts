@@ -18,10 +18,10 @@
  */
 import path from 'node:path';
 import { debuglog } from 'node:util';
+import type { Entry } from '../contract/entry.js';
 import type { GetResult, ObjectInfo } from '../contract/primitives.js';
 import { ADAPTIVE_MAX_CONCURRENCY } from '../contract/store-context.js';
 import { type AdaptiveWindow, forEachAdaptive } from '../core/concurrency.js';
-import type { Entry } from '../contract/entry.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
 import type { Uri } from '../core/uri.js';

@@ -20,8 +20,8 @@
  */
 import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../cache/context.js';
-import type { CreateMode } from '../contract/primitives.js';
 import { type FileFacts, sameBytes } from '../contract/entry.js';
+import type { CreateMode } from '../contract/primitives.js';
 import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../core/errors.js';
 import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import type { Uri } from '../core/uri.js';

@@ -3,8 +3,9 @@
  *
  * @module
  */
-import type { ObjectInfo } from './primitives.js';
+
 import type { Uri } from '../core/uri.js';
+import type { ObjectInfo } from './primitives.js';
 
 /** One file or folder. */
 export interface Entry {

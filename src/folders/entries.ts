@@ -5,8 +5,8 @@
  * @module
  */
 import { statedMd5 } from '../cache/content-digest.js';
-import type { ObjectInfo } from '../contract/primitives.js';
 import type { Entry } from '../contract/entry.js';
+import type { ObjectInfo } from '../contract/primitives.js';
 import type { Uri } from '../core/uri.js';
 
 /** An Entry for a file from what the store said about it. */

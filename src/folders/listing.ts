@@ -7,9 +7,9 @@
  * @module
  */
 import type { CachedStoreContext } from '../cache/context.js';
+import type { Entry } from '../contract/entry.js';
 import type { ObjectInfo } from '../contract/primitives.js';
 import type { CallOptions, StoreContext } from '../contract/store-context.js';
-import type { Entry } from '../contract/entry.js';
 import { NotFound } from '../core/errors.js';
 import { compareUtf8, META_PREFIX } from '../core/keys.js';
 import { toUri, Uri } from '../core/uri.js';

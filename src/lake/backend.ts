@@ -17,9 +17,9 @@ import type {
   PartProtocol,
   SignalOptions,
 } from '../contract/primitives.js';
+import type { ClosableStore } from '../contract/store-context.js';
 import { NotFound, NotSupported } from '../core/errors.js';
 import { oldestVersions } from '../logs/create-only-log.js';
-import type { ClosableStore } from '../contract/store-context.js';
 
 /** The storage behind one stage (see the module comment). */
 export interface StageBackend {

@@ -18,6 +18,7 @@ import { fetchUri } from '../cache/fetch.js';
 import type { FetchOptions, FetchResult } from '../cache/transfer.js';
 import type { BranchOptions } from '../commits/branch.js';
 import type { LogEntry } from '../commits/log.js';
+import type { Entry } from '../contract/entry.js';
 import type {
   Capabilities,
   CreateMode,
@@ -42,7 +43,6 @@ import {
 } from '../contract/store-context.js';
 import { checkConcurrency } from '../core/concurrency.js';
 import { contentTypeFor } from '../core/content-type.js';
-import type { Entry } from '../contract/entry.js';
 import { NotSupported, OfflineMiss, UriError } from '../core/errors.js';
 import { META_PREFIX } from '../core/keys.js';
 import { encodeSegment, toUri, type Uri } from '../core/uri.js';

@@ -6,6 +6,7 @@
  * @module
  */
 import { stat as fsStat } from 'node:fs/promises';
+import type { Entry } from '../contract/entry.js';
 import type { PutSource } from '../contract/primitives.js';
 import {
   type CallOptions,
@@ -15,7 +16,6 @@ import {
   type StoreContext,
 } from '../contract/store-context.js';
 import { contentTypeFor } from '../core/content-type.js';
-import type { Entry } from '../contract/entry.js';
 import { SourceError, UriError } from '../core/errors.js';
 import { META_PREFIX } from '../core/keys.js';
 import { toUri, type Uri } from '../core/uri.js';

@@ -9,6 +9,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ListPage, ObjectInfo } from '../../src/contract/primitives.js';
 import { NotFound, ProvcatError, SourceError, StoreError } from '../../src/core/errors.js';
+import { lazy, lazyModule } from '../../src/core/lazy-module.js';
 import {
   BucketMemo,
   requireVersioning,
@@ -16,7 +17,6 @@ import {
 } from '../../src/driver-kit/bucket-state.js';
 import { envSwitch, envText } from '../../src/driver-kit/env-settings.js';
 import { checkByteRange, exactBytes } from '../../src/driver-kit/exact-bytes.js';
-import { lazy, lazyModule } from '../../src/core/lazy-module.js';
 import { inUtf8Order, Utf8Order, utf8Pages } from '../../src/driver-kit/listing-order.js';
 import { pageSize, tokenPages } from '../../src/driver-kit/paging.js';
 import { StageConfigError } from '../../src/lake/errors.js';

@@ -4,9 +4,9 @@
  * @module
  */
 import { Cache } from '../../cache/cache.js';
-import { MAX_CONCURRENCY, parseInteger } from '../../core/concurrency.js';
 import type { Entry } from '../../contract/entry.js';
 import { entryToJson } from '../../contract/entry.js';
+import { MAX_CONCURRENCY, parseInteger } from '../../core/concurrency.js';
 import { Uri } from '../../core/uri.js';
 import { storeFor } from '../../store/registry.js';
 import { type CliArgs, type CliContext, type Command, UsageError } from '../command.js';
