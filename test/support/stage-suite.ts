@@ -190,34 +190,47 @@ export function stageServerSuite(h: StageHarness): void {
       }
 
       for (const mode of modes) {
-        it(`short, long and flipped objects are PrematureEof, TooLong, DigestMismatch, on open and readTo${label(mode)}`, async () => {
-          const s = h.stage({ mode });
-          expect(await drain(await s.open(good))).toEqual({
-            size: data.length,
-            sha256: good.sha256,
+        describe(`planted objects${label(mode)}`, () => {
+          let s: Stage;
+          beforeAll(() => {
+            s = h.stage({ mode });
           });
-          expect(await drainTo(s, good)).toEqual({ size: data.length, sha256: good.sha256 });
-          const short = await planted(data.subarray(0, data.length - 1));
-          const shortfall = {
-            kind: 'PrematureEof',
-            expected: data.length,
-            observed: data.length - 1,
-          };
-          expect(await integrityFailure(drain(await s.open(short)))).toMatchObject(shortfall);
-          expect(await integrityFailure(drainTo(s, short))).toMatchObject(shortfall);
-          const long = await planted(Buffer.concat([data, Buffer.from([1])]));
-          expect((await integrityFailure(drain(await s.open(long)))).kind).toBe('TooLong');
-          expect(await integrityFailure(drainTo(s, long))).toMatchObject({
-            kind: 'TooLong',
-            expected: data.length,
+
+          it('the intact object verifies, on open and readTo', async () => {
+            const whole = { size: data.length, sha256: good.sha256 };
+            expect(await drain(await s.open(good))).toEqual(whole);
+            expect(await drainTo(s, good)).toEqual(whole);
           });
-          for (const at of [7, 123_456]) {
-            const flipped = Buffer.from(data);
-            flipped[at] = (flipped[at] as number) ^ 1;
-            const bad = await planted(flipped);
-            expect((await integrityFailure(drain(await s.open(bad)))).kind).toBe('DigestMismatch');
-            expect((await integrityFailure(drainTo(s, bad))).kind).toBe('DigestMismatch');
-          }
+
+          it('one byte short: PrematureEof with expected and observed, on open and readTo', async () => {
+            const short = await planted(data.subarray(0, data.length - 1));
+            const shortfall = {
+              kind: 'PrematureEof',
+              expected: data.length,
+              observed: data.length - 1,
+            };
+            expect(await integrityFailure(drain(await s.open(short)))).toMatchObject(shortfall);
+            expect(await integrityFailure(drainTo(s, short))).toMatchObject(shortfall);
+          });
+
+          it('one byte long: TooLong, on open and readTo', async () => {
+            const long = await planted(Buffer.concat([data, Buffer.from([1])]));
+            expect((await integrityFailure(drain(await s.open(long)))).kind).toBe('TooLong');
+            const error = await integrityFailure(drainTo(s, long));
+            expect(error).toMatchObject({ kind: 'TooLong', expected: data.length });
+          });
+
+          it('one flipped byte: DigestMismatch, on open and readTo', async () => {
+            for (const at of [7, 123_456]) {
+              const flipped = Buffer.from(data);
+              flipped[at] = (flipped[at] as number) ^ 1;
+              const bad = await planted(flipped);
+              expect((await integrityFailure(drain(await s.open(bad)))).kind).toBe(
+                'DigestMismatch',
+              );
+              expect((await integrityFailure(drainTo(s, bad))).kind).toBe('DigestMismatch');
+            }
+          });
         });
       }
 
@@ -269,49 +282,70 @@ export function stageServerSuite(h: StageHarness): void {
       });
 
       for (const mode of modes) {
-        it(`one ranged request returns exactly [start, end)${label(mode)}`, async () => {
-          const s = h.stage({ mode });
-          const ranges = [
-            [0, 1],
-            [0, data.length],
-            [500, 1_500],
-            [100_000, 100_123],
-            [data.length - 1, data.length],
-          ] as const;
-          const watch = h.watch();
-          for (const [start, end] of ranges) {
-            const got = await collect(await s.openRange(good, start, end));
-            expect(got.equals(data.subarray(start, end))).toBe(true);
-          }
-          expect(watch.names()).toEqual(ranges.map(() => h.rangeRequest));
-          // A declared size that is wrong shows in the Content-Range total.
-          const wrong = { ...good, sizeBytes: good.sizeBytes + 10 };
-          expect((await integrityFailure(s.openRange(wrong, 0, 10))).kind).toBe('RangeMismatch');
-        });
+        describe(`ranges${label(mode)}`, () => {
+          it('one ranged request returns exactly [start, end)', async () => {
+            const s = h.stage({ mode });
+            const ranges = [
+              [0, 1],
+              [0, data.length],
+              [500, 1_500],
+              [100_000, 100_123],
+              [data.length - 1, data.length],
+            ] as const;
+            const watch = h.watch();
+            for (const [start, end] of ranges) {
+              const got = await collect(await s.openRange(good, start, end));
+              expect(got.equals(data.subarray(start, end))).toBe(true);
+            }
+            expect(watch.names()).toEqual(ranges.map(() => h.rangeRequest));
+          });
 
-        it(`ranges broken on the way are typed, each after one request${label(mode)}`, async () => {
-          try {
-            const pass = h.stage({ mode, fault: 'pass' });
-            const got = await collect(await pass.openRange(good, 10, 20));
+          it('a declared size that is wrong is RangeMismatch (the Content-Range total differs)', async () => {
+            const wrong = { ...good, sizeBytes: good.sizeBytes + 10 };
+            const error = await integrityFailure(h.stage({ mode }).openRange(wrong, 0, 10));
+            expect(error.kind).toBe('RangeMismatch');
+          });
+
+          it('through a faithful path ranged and whole reads work', async () => {
+            const s = h.stage({ mode, fault: 'pass' });
+            const got = await collect(await s.openRange(good, 10, 20));
             expect(got.equals(data.subarray(10, 20))).toBe(true);
-            expect(await drain(await pass.open(good))).toMatchObject({ size: data.length });
-            for (const fault of ['strip-range', 'wrong-content-range'] as const) {
-              if (!h.faults.includes(fault)) continue;
-              const s = h.stage({ mode, fault });
-              const watch = h.watch();
-              expect((await integrityFailure(s.openRange(good, 100, 200))).kind, fault).toBe(
-                'RangeMismatch',
-              );
-              expect(watch.names(), fault).toEqual([h.rangeRequest]);
-            }
-            if (h.faults.includes('cut-body')) {
-              const s = h.stage({ mode, fault: 'cut-body' });
-              const cut = await integrityFailure(drain(await s.openRange(good, 0, 150_000)));
-              expect(cut).toMatchObject({ kind: 'PrematureEof', expected: 150_000 });
-              expect(cut.observed).toBeLessThan(150_000);
-            }
-          } finally {
-            h.heal();
+            expect(await drain(await s.open(good))).toMatchObject({ size: data.length });
+          });
+
+          const refused = {
+            'strip-range': 'ignored (200, whole body)',
+            'wrong-content-range': 'answered with a wrong Content-Range',
+          };
+          const typed = (['strip-range', 'wrong-content-range'] as const).filter((f) =>
+            h.faults.includes(f),
+          );
+          for (const fault of typed) {
+            it(`a Range ${refused[fault]} is RangeMismatch after one request, no second`, async () => {
+              try {
+                const s = h.stage({ mode, fault });
+                const watch = h.watch();
+                expect((await integrityFailure(s.openRange(good, 100, 200))).kind).toBe(
+                  'RangeMismatch',
+                );
+                expect(watch.names()).toEqual([h.rangeRequest]);
+              } finally {
+                h.heal();
+              }
+            });
+          }
+
+          if (h.faults.includes('cut-body')) {
+            it('a body cut off mid-range is PrematureEof with the range counts', async () => {
+              try {
+                const s = h.stage({ mode, fault: 'cut-body' });
+                const cut = await integrityFailure(drain(await s.openRange(good, 0, 150_000)));
+                expect(cut).toMatchObject({ kind: 'PrematureEof', expected: 150_000 });
+                expect(cut.observed).toBeLessThan(150_000);
+              } finally {
+                h.heal();
+              }
+            });
           }
         });
       }
