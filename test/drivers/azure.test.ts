@@ -47,6 +47,8 @@ import {
   describeAzurite,
   uniqueContainerName,
 } from '../setup/azure.js';
+import { stageServerSuite } from '../support/stage-suite.js';
+import { azureStageHarness } from '../support/stage-targets.js';
 
 async function text(body: Readable): Promise<string> {
   const chunks: Buffer[] = [];
@@ -576,3 +578,6 @@ describe('azure driver on the versions server', () => {
     });
   });
 });
+
+// The managed stage on the server: the cases every cloud stage shares.
+stageServerSuite(azureStageHarness());

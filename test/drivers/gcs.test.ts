@@ -38,6 +38,8 @@ import { conformance } from '../../src/testing/index.js';
 import { rejection } from '../../src/testing/rejection.js';
 import { randomPrefix } from '../../src/testing/target.js';
 import { folderFlows } from '../support/folder-flows.js';
+import { stageServerSuite } from '../support/stage-suite.js';
+import { gcsStageHarness } from '../support/stage-targets.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -626,3 +628,6 @@ describe('commits on GCS', () => {
     expect((await bytesOf((await s._get(versioned, a.uri.key)).body)).toString()).toBe('a1');
   });
 });
+
+// The managed stage on the server: the cases every cloud stage shares.
+stageServerSuite(gcsStageHarness());

@@ -10,16 +10,15 @@
  * read it slowly (a slow but moving upload must not trip the watchdog). The resume runs against
  * S3 (Ceph) through a small proxy that swallows some parts, then directly.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { S3Client } from '@aws-sdk/client-s3';
-import { NodeHttpHandler } from '@smithy/node-http-handler';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_STALL_TIMEOUT_MS } from '../../drivers/s3/config.js';
 import { S3Store } from '../../drivers/s3/index.js';
 import { sha256Hex } from '../../src/commits/format.js';
@@ -39,6 +38,7 @@ import {
   testClient,
 } from '../fixtures/lake-helpers.js';
 import { createTestBucket, describeS3, dropTestBucket } from '../setup/s3.js';
+import { FAKE_UPLOAD_ID, type FakeS3, fakeS3s } from '../support/fake-s3.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-stall-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -68,186 +68,21 @@ async function checkpoints(dir: string): Promise<string[]> {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// ---- the fake S3 -------------------------------------------------------------------------
+// ---- the fake S3 (test/support/fake-s3.ts) ------------------------------------------------
 
-/**
- * What the fake does with one UploadPart request: `answer` it once its body is read;
- * `swallow` (read the body fully, never answer); `stop` (read 256 KiB, then stop reading and
- * never answer, until {@link FakeS3.resume}); `slow` (read at about 8 MiB/s, then answer);
- * `fail` (read the body, then answer 500 InternalError).
- */
+/** What the fake does with one UploadPart request (every other request is answered). */
 type PartMode = 'answer' | 'swallow' | 'stop' | 'slow' | 'fail';
 
-interface PartRequest {
-  number: number;
-  /** 1 for the first request of this part number, 2 for the second, ... */
-  attempt: number;
-  /** ms since the fake started. */
-  at: number;
-  /** Body bytes the fake read (in `stop` mode: until it stopped). */
-  received: number;
-  /** Its `x-amz-content-sha256`: the payload hash it was signed with. */
-  payload: string;
-  /** SHA-256 of the body bytes the fake read. */
-  bodySha256: string;
-  /** The fake answered it. */
-  answered: boolean;
-  /** The client closed the connection before an answer. */
-  closed: boolean;
-}
+const s3s = fakeS3s();
+const fakeClient = s3s.client;
 
-interface FakeS3 {
-  endpoint: string;
-  parts: PartRequest[];
-  /** Every request's operation: `create`, `part`, `complete`, `abort` or `other`. */
-  ops: string[];
-  /** Read on (and discard) the bodies of `stop` requests, so that their closing is seen. */
-  resume(): void;
-  close(): Promise<void>;
-}
-
-const UPLOAD_ID = 'fake-upload-1';
-
-async function startFakeS3(mode: (part: number, attempt: number) => PartMode): Promise<FakeS3> {
-  const started = performance.now();
-  const parts: PartRequest[] = [];
-  const ops: string[] = [];
-  const stopped: http.IncomingMessage[] = [];
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://fake');
-    const q = url.searchParams;
-    const xml = (body: string) => {
-      res.writeHead(200, { 'content-type': 'application/xml' });
-      res.end(`<?xml version="1.0" encoding="UTF-8"?>\n${body}`);
-    };
-    if (req.method === 'POST' && q.has('uploads')) {
-      ops.push('create');
-      req.resume();
-      xml(
-        `<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>${UPLOAD_ID}</UploadId></InitiateMultipartUploadResult>`,
-      );
-      return;
-    }
-    if (req.method === 'POST' && q.has('uploadId')) {
-      ops.push('complete');
-      req.resume();
-      req.on('end', () =>
-        xml(
-          '<CompleteMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><ETag>"done-2"</ETag></CompleteMultipartUploadResult>',
-        ),
-      );
-      return;
-    }
-    if (req.method === 'DELETE' && q.has('uploadId')) {
-      ops.push('abort');
-      req.resume();
-      res.writeHead(204);
-      res.end();
-      return;
-    }
-    if (req.method === 'PUT' && q.has('partNumber')) {
-      ops.push('part');
-      const number = Number(q.get('partNumber'));
-      const record: PartRequest = {
-        number,
-        attempt: parts.filter((p) => p.number === number).length + 1,
-        at: performance.now() - started,
-        received: 0,
-        payload: String(req.headers['x-amz-content-sha256']),
-        bodySha256: '',
-        answered: false,
-        closed: false,
-      };
-      parts.push(record);
-      const how = mode(number, record.attempt);
-      res.on('close', () => {
-        if (!res.writableFinished) record.closed = true;
-      });
-      const answer = () => {
-        record.answered = true;
-        res.writeHead(200, { etag: `"part-${number}"` });
-        res.end();
-      };
-      let window = 0;
-      let stop = false;
-      const hash = createHash('sha256');
-      req.on('data', (chunk: Buffer) => {
-        if (stop) return;
-        record.received += chunk.length;
-        hash.update(chunk);
-        if (how === 'stop' && record.received >= 256 * 1024) {
-          // A paused socket is not read, so its closing is noticed only after `resume()`.
-          stop = true;
-          req.pause();
-          stopped.push(req);
-        }
-        if (how === 'slow') {
-          // About 8 MiB/s: after each 400 KiB, pause for 50 ms.
-          window += chunk.length;
-          if (window >= 400 * 1024) {
-            window = 0;
-            req.pause();
-            setTimeout(() => req.resume(), 50);
-          }
-        }
-      });
-      req.on('end', () => {
-        record.bodySha256 = hash.digest('hex');
-        if (how === 'answer' || how === 'slow') answer();
-        if (how === 'fail') {
-          record.answered = true;
-          res.writeHead(500, { 'content-type': 'application/xml' });
-          res.end(
-            '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code><Message>injected</Message></Error>',
-          );
-        }
-      });
-      return;
-    }
-    ops.push('other');
-    req.resume();
-    res.writeHead(501);
-    res.end();
+/** A fake whose parts `mode` decides (`swallow`: read the body fully, never answer). */
+function fake(mode: (part: number, attempt: number) => PartMode): Promise<FakeS3> {
+  return s3s.fake((op, attempt, part) => {
+    if (op !== 'part') return 'answer';
+    const how = mode(part as number, attempt);
+    return how === 'swallow' ? 'hang' : how;
   });
-  return {
-    ...(await listening(server)),
-    parts,
-    ops,
-    resume: () => {
-      for (const req of stopped.splice(0)) req.resume();
-    },
-  };
-}
-
-const fakes: FakeS3[] = [];
-const clients: S3Client[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const f of fakes.splice(0)) await f.close();
-});
-
-async function fake(mode: (part: number, attempt: number) => PartMode): Promise<FakeS3> {
-  const f = await startFakeS3(mode);
-  fakes.push(f);
-  return f;
-}
-
-/** An SDK client for the fake (static credentials; `socketTimeout` when given). */
-function fakeClient(endpoint: string, socketTimeout?: number): S3Client {
-  const client = new S3Client({
-    endpoint,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: { accessKeyId: 'AKIDFAKE', secretAccessKey: 'SECRETFAKE' },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-    maxAttempts: 3,
-    requestHandler: new NodeHttpHandler({ socketTimeout }),
-    // Quiet: the SDK warns on the console about every failed streamed request otherwise.
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {} },
-  });
-  clients.push(client);
-  return client;
 }
 
 function fakeStore(
@@ -328,12 +163,12 @@ describe('a store that stops answering (fake S3)', () => {
     const { error } = await expectStall(f, () => store.put('s3://b/dir/obj', file));
     expect(error).toBeInstanceOf(StoreError);
     expect(error.code).toBe('UploadStalled');
-    expect(error.uploadId).toBe(UPLOAD_ID);
+    expect(error.uploadId).toBe(FAKE_UPLOAD_ID);
     expect(error.outcome).toBe('aborted');
     expect(error.stalledMs).toBeGreaterThanOrEqual(STALL_MS);
     expect(error.uri).toBe('s3://b/dir/obj');
     expect(error.message).toContain('s3://b/dir/obj');
-    expect(error.message).toContain(UPLOAD_ID);
+    expect(error.message).toContain(FAKE_UPLOAD_ID);
     expect(error.message).toMatch(/nothing moved for \d+\.\d s/);
     expect(error.message).toContain('aborted');
     expect((error.cause as Error).name).toBe('TimeoutError');
@@ -442,13 +277,13 @@ describe('a store that stops answering (fake S3)', () => {
       stage.upload(file, { checkpointDir: cpDir, partsInFlight: 1, stallTimeoutMs: STALL_MS }),
     );
     expect(error.outcome).toBe('kept');
-    expect(error.message).toContain(`${UPLOAD_ID} kept`);
+    expect(error.message).toContain(`${FAKE_UPLOAD_ID} kept`);
     expect(f.ops).not.toContain('abort');
     expect(f.parts.map((p) => p.number)).toEqual([1, 2]);
     const [cp, ...more] = await checkpoints(cpDir);
     expect(more).toEqual([]);
     const checkpoint = parseCheckpoint(await readFile(cp as string, 'utf8'), cp as string);
-    expect(checkpoint.upload).toBe(UPLOAD_ID);
+    expect(checkpoint.upload).toBe(FAKE_UPLOAD_ID);
     expect(checkpoint.parts).toEqual([
       { number: 1, token: '"part-1"', sha256: sha256Hex(data.subarray(0, 5 * MiB)) },
     ]);
@@ -542,7 +377,7 @@ describeS3('stalls and part bodies against S3', () => {
     const descriptor = s3Descriptor(bucket, 'resume');
     try {
       const stalledClient = testClient(proxy.endpoint);
-      clients.push(stalledClient);
+      s3s.track(stalledClient);
       const first = stageFromDescriptor(descriptor, {
         client: stalledClient,
         partSize: 5 * MiB,
@@ -562,7 +397,7 @@ describeS3('stalls and part bodies against S3', () => {
     }
 
     const healthy = testClient();
-    clients.push(healthy);
+    s3s.track(healthy);
     const calls = countCalls(healthy);
     const retry = stageFromDescriptor(descriptor, { client: healthy, partSize: 5 * MiB });
     const loc = await retry.upload(file, { checkpointDir: cpDir });
@@ -580,7 +415,7 @@ describeS3('stalls and part bodies against S3', () => {
     const proxy = await startPartProxy(s3Endpoint(), (part) => (part === 2 ? 'corrupt' : 'pass'));
     try {
       const client = testClient(proxy.endpoint);
-      clients.push(client);
+      s3s.track(client);
       const store = new S3Store({
         client,
         cache: path.join(work, 'cache'),

@@ -54,6 +54,8 @@ import {
   testS3Client,
   uniqueBucketName,
 } from '../setup/s3.js';
+import { stageServerSuite } from '../support/stage-suite.js';
+import { s3StageHarness } from '../support/stage-targets.js';
 
 const MiB = 1024 * 1024;
 
@@ -777,3 +779,6 @@ describeS3(`s3 driver on ${target?.kind ?? 's3'}`, () => {
     );
   });
 });
+
+// The managed stage on the server: the cases every cloud stage shares.
+stageServerSuite(s3StageHarness());

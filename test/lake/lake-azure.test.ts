@@ -1,10 +1,10 @@
 /**
- * The Azure managed stage: round trips on Azurite whose SHA-256 equals `sha256sum` with the
- * request pattern (one Put Blob for an empty object, staged blocks otherwise), every integrity
- * fault typed (objects planted behind the stage's back, answers broken by a proxy), SAS URLs
- * used with a Range header, cancellation leaving nothing committed, an upload killed with
- * SIGKILL that resumes and sends only the missing blocks, and (on the versions server, which can
- * drop a response) a lost Put Block List recovered by size and SHA-256.
+ * What only the Azure managed stage has; the cases every cloud stage shares run from
+ * test/drivers/azure.test.ts (test/support/stage-suite.ts). Here: az descriptors and stage
+ * strings, a wrong account key (PermissionDenied, CLI exit 9), the uncommitted uploads a crash
+ * leaves, an upload killed with SIGKILL that resumes and sends only the missing blocks, and (on
+ * the versions server, which can drop a response) a lost Put Block List recovered by size and
+ * SHA-256.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -12,13 +12,12 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { inspect } from 'node:util';
 import type { ContainerClient } from '@azure/storage-blob';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { azureStageKind } from '../../drivers/azure/stage-kind.js';
 import { DEV_ACCOUNT_KEY, DEV_ACCOUNT_NAME } from '../../servers/azure-dev-account.js';
 import { startAzureVersionsServer } from '../../servers/azure-versions/index.js';
-import { ObjectIntegrityError, PermissionDenied, StoreError } from '../../src/core/errors.js';
+import { PermissionDenied, StoreError } from '../../src/core/errors.js';
 import { parseCheckpoint } from '../../src/lake/checkpoint.js';
 import {
   type DataLocation,
@@ -29,53 +28,23 @@ import {
 } from '../../src/lake/index.js';
 import {
   chunked,
-  collect,
   drain,
   drainTo,
   MiB,
   sha256sum,
   writeRandomFile,
 } from '../fixtures/lake-helpers.js';
+import { azureTarget, describeAzurite, uniqueContainerName } from '../setup/azure.js';
+import type { AzureProxy } from '../support/azure-proxy.js';
+import { PREFIX } from '../support/stage-suite.js';
 import {
-  azureTarget,
-  azuriteServiceClient,
-  describeAzurite,
-  uniqueContainerName,
-} from '../setup/azure.js';
-import { type AzureProxy, startAzureProxy } from '../support/azure-proxy.js';
+  azureStageHarness,
+  azureDescriptor as descriptor,
+  AZURE_ENV as ENV,
+} from '../support/stage-targets.js';
 
-const PREFIX = 'managed/v1';
 const CHILD = new URL('../fixtures/azure-upload-child.mjs', import.meta.url).pathname;
 const BIN = new URL('../../dist/cli/provcat.cjs', import.meta.url).pathname;
-/** Credentials as a user's environment gives them (the descriptor never carries any). */
-const ENV = { AZURE_STORAGE_ACCOUNT: DEV_ACCOUNT_NAME, AZURE_STORAGE_KEY: DEV_ACCOUNT_KEY };
-
-async function failure(promise: Promise<unknown>): Promise<ObjectIntegrityError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof ObjectIntegrityError) return error;
-    throw error;
-  }
-  throw new Error('expected an ObjectIntegrityError');
-}
-
-function descriptor(container: string, endpoint: string, prefix = PREFIX) {
-  return {
-    version: 1,
-    kind: 'az',
-    account: DEV_ACCOUNT_NAME,
-    container,
-    prefix,
-    endpoint,
-  } as const;
-}
-
-async function committed(container: ContainerClient, prefix: string): Promise<string[]> {
-  const out: string[] = [];
-  for await (const b of container.listBlobsFlat({ prefix })) out.push(b.name);
-  return out.sort();
-}
 
 describe('az stage descriptors', () => {
   it('parse strictly, read az:// stage strings from the environment, and never carry credentials', () => {
@@ -124,214 +93,27 @@ describe('az stage descriptors', () => {
   });
 });
 
-describeAzurite('Azure stage on Azurite', () => {
+describeAzurite('Azure stage: what only Azure has', () => {
+  const h = azureStageHarness();
   let container: ContainerClient;
   let name: string;
   let dir: string;
   let proxy: AzureProxy;
   beforeAll(async () => {
-    name = uniqueContainerName('lake');
-    container = azuriteServiceClient().getContainerClient(name);
-    await container.create();
+    await h.setup();
+    container = h.container();
+    name = h.bucket();
+    proxy = h.proxy();
     dir = await mkdtemp(path.join(tmpdir(), 'lake-azure-'));
-    proxy = await startAzureProxy(azureTarget().url);
   });
   afterAll(async () => {
-    await proxy?.close();
-    await container?.delete();
+    await h.teardown();
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** A stage through the counting proxy; `lean: false` reads through the SDK. */
-  function stage(o: { partSize?: number; lean?: boolean; tenant?: string } = {}): Stage {
-    const d = { ...descriptor(name, proxy.endpoint), ...(o.tenant ? { tenant: o.tenant } : {}) };
-    const env = { ...ENV, ...(o.lean === false ? { PROVCAT_AZURE_LEAN: '0' } : {}) };
-    return stageFromDescriptor(d, { partSize: o.partSize, env, lockStaleMs: 5000 }) as Stage;
-  }
+  /** A stage through the counting proxy. */
+  const stage = (o: { partSize?: number } = {}): Stage => h.stage(o);
   const keyOf = (loc: DataLocation) => loc.uri.slice(`az://${name}/`.length);
-
-  describe('round trips', () => {
-    it.each([
-      ['0 B: one Put Blob', 0, { PutBlob: 1, PutBlock: 0, PutBlockList: 0 }],
-      ['1 B: one block', 1, { PutBlob: 0, PutBlock: 1, PutBlockList: 1 }],
-      ['exactly one 5 MiB block', 5 * MiB, { PutBlob: 0, PutBlock: 1, PutBlockList: 1 }],
-      ['one block + 1 byte', 5 * MiB + 1, { PutBlob: 0, PutBlock: 2, PutBlockList: 1 }],
-      ['several blocks', 3 * 5 * MiB + 7, { PutBlob: 0, PutBlock: 4, PutBlockList: 1 }],
-    ])('%s, from a path and from a stream, byte for byte', async (_label, size, pattern) => {
-      const file = path.join(dir, `src-${size}`);
-      await writeRandomFile(file, size);
-      const expected = await sha256sum(file);
-      const bytes = await readFile(file);
-      for (const source of [file, chunked(bytes, 100_000)]) {
-        const s = stage({ partSize: 5 * MiB });
-        proxy.clear();
-        const loc = await s.upload(source, { contentType: 'video/mp4' });
-        expect(loc).toMatchObject({ sizeBytes: size, sha256: expected, contentType: 'video/mp4' });
-        expect(loc.uri).toMatch(new RegExp(`^az://${name}/${PREFIX}/[0-9a-f]{2}/[0-9a-f]{32}$`));
-        expect({
-          PutBlob: proxy.count('PutBlob'),
-          PutBlock: proxy.count('PutBlock'),
-          PutBlockList: proxy.count('PutBlockList'),
-        }).toEqual(pattern);
-        const blob = container.getBlobClient(keyOf(loc));
-        expect((await blob.downloadToBuffer()).equals(bytes)).toBe(true);
-        expect((await blob.getProperties()).contentType).toBe('video/mp4');
-        expect(await drain(await s.open(loc))).toEqual({ size, sha256: expected });
-        expect(await drainTo(stage({ lean: false }), loc)).toEqual({ size, sha256: expected });
-      }
-    });
-
-    it('200 MiB in 64 MiB blocks: 4 blocks, digest equals sha256sum, verified read', async () => {
-      const file = path.join(dir, 'big');
-      await writeRandomFile(file, 200 * MiB);
-      const expected = await sha256sum(file);
-      const s = stage();
-      expect(s.partSize).toBe(64 * MiB);
-      proxy.clear();
-      const loc = await s.upload(file);
-      expect(loc).toMatchObject({ sizeBytes: 200 * MiB, sha256: expected });
-      expect(proxy.count('PutBlock')).toBe(4);
-      expect(await drainTo(s, loc)).toEqual({ size: 200 * MiB, sha256: expected });
-      await rm(file);
-      await container.getBlobClient(keyOf(loc)).delete();
-    }, 240_000);
-  });
-
-  describe('integrity faults', () => {
-    let good: DataLocation;
-    let data: Buffer;
-    beforeAll(async () => {
-      data = randomBytes(200_000);
-      good = await stage({ partSize: 5 * MiB }).upload(chunked(data));
-    });
-    async function planted(body: Buffer): Promise<DataLocation> {
-      const key = `${PREFIX}/ff/${randomBytes(16).toString('hex')}`;
-      await container.getBlockBlobClient(key).upload(body, body.length);
-      return { ...good, uri: `az://${name}/${key}` };
-    }
-
-    for (const lean of [true, false]) {
-      it(`short, long and flipped objects are PrematureEof, TooLong, DigestMismatch (${lean ? 'lean' : 'SDK'} reads)`, async () => {
-        const s = stage({ lean });
-        expect(await drain(await s.open(good))).toEqual({ size: data.length, sha256: good.sha256 });
-        const short = await planted(data.subarray(0, data.length - 1));
-        expect(await failure(drain(await s.open(short)))).toMatchObject({
-          kind: 'PrematureEof',
-          expected: data.length,
-          observed: data.length - 1,
-        });
-        expect(await failure(drainTo(s, short))).toMatchObject({ kind: 'PrematureEof' });
-        const long = await planted(Buffer.concat([data, Buffer.from([1])]));
-        expect((await failure(drain(await s.open(long)))).kind).toBe('TooLong');
-        expect((await failure(drainTo(s, long))).kind).toBe('TooLong');
-        const flipped = Buffer.from(data);
-        flipped[123_456] = (flipped[123_456] as number) ^ 1;
-        const bad = await planted(flipped);
-        expect((await failure(drain(await s.open(bad)))).kind).toBe('DigestMismatch');
-        expect((await failure(drainTo(s, bad))).kind).toBe('DigestMismatch');
-      });
-    }
-
-    it('a bad digest and locations outside the stage are refused before any request', async () => {
-      const s = stage();
-      proxy.clear();
-      expect((await failure(s.open({ ...good, sha256: 'z'.repeat(64) }))).kind).toBe(
-        'InvalidDigest',
-      );
-      for (const uri of [
-        `az://${name}/${PREFIX}x/ab/cd`,
-        `az://${name}/managed/ab/cd`,
-        `az://other-container/${PREFIX}/ab/cd`,
-        `az://${name}/${PREFIX}/../v2/ab`,
-        `az://${name}/${PREFIX}/%2e%2e/v2/ab`,
-        `s3://${name}/${PREFIX}/ab/cd`,
-      ]) {
-        expect(await failure(s.open({ ...good, uri }))).toMatchObject({ kind: 'OutsideStage' });
-        expect(await failure(s.openRange({ ...good, uri }, 0, 1))).toMatchObject({
-          kind: 'OutsideStage',
-        });
-        expect(await failure(s.presign({ ...good, uri }))).toMatchObject({ kind: 'OutsideStage' });
-      }
-      expect(proxy.names).toEqual([]);
-    });
-
-    for (const lean of [true, false]) {
-      it(`ranges are exact; a range ignored, a wrong Content-Range, a cut body are typed (${lean ? 'lean' : 'SDK'} reads)`, async () => {
-        const s = stage({ lean });
-        try {
-          for (const [start, end] of [
-            [0, 1],
-            [500, 1_500],
-            [199_999, 200_000],
-          ] as const) {
-            expect(
-              (await collect(await s.openRange(good, start, end))).equals(
-                data.subarray(start, end),
-              ),
-            ).toBe(true);
-          }
-          proxy.mode = 'strip-range';
-          proxy.clear();
-          expect((await failure(s.openRange(good, 100, 200))).kind).toBe('RangeMismatch');
-          expect(proxy.names).toEqual(['GetBlob']);
-          proxy.mode = 'wrong-content-range';
-          expect((await failure(s.openRange(good, 100, 200))).kind).toBe('RangeMismatch');
-          proxy.mode = 'cut-body';
-          const cut = await failure(drain(await s.openRange(good, 0, 150_000)));
-          expect(cut).toMatchObject({ kind: 'PrematureEof', expected: 150_000 });
-          expect(cut.observed).toBeLessThan(150_000);
-        } finally {
-          proxy.mode = 'pass';
-        }
-        // A declared size that is wrong shows in the Content-Range total.
-        expect(
-          (await failure(s.openRange({ ...good, sizeBytes: good.sizeBytes + 10 }, 0, 10))).kind,
-        ).toBe('RangeMismatch');
-      });
-    }
-  });
-
-  it('presigns a read-only SAS of at most an hour, redacted when printed, usable with Range', async () => {
-    const data = randomBytes(50_000);
-    const s = stage({ partSize: 5 * MiB });
-    const loc = await s.upload(chunked(data));
-    const url = await s.presign(loc, { expiresIn: 300 });
-    expect(String(url)).toBe('[redacted]');
-    expect(JSON.stringify({ url })).toBe('{"url":"[redacted]"}');
-    expect(inspect(url)).not.toContain('sig=');
-    const ranged = await fetch(url.reveal(), { headers: { Range: 'bytes=1000-1999' } });
-    expect(ranged.status).toBe(206);
-    expect(ranged.headers.get('content-range')).toBe(`bytes 1000-1999/${data.length}`);
-    expect(Buffer.from(await ranged.arrayBuffer()).equals(data.subarray(1000, 2000))).toBe(true);
-    expect((await fetch(url.reveal(), { method: 'DELETE' })).status).toBe(403);
-    await expect(s.presign(loc, { expiresIn: 3601 })).rejects.toThrow(StageConfigError);
-    const se = new URL((await s.presign(loc, { expiresIn: 3600 })).reveal()).searchParams.get('se');
-    expect(Date.parse(se as string) - Date.now()).toBeLessThanOrEqual(3600_000);
-  });
-
-  it('cancellation mid-upload rejects with AbortError and commits nothing', async () => {
-    const before = await committed(container, `${PREFIX}/`);
-    const s = stage({ partSize: 5 * MiB });
-    const controller = new AbortController();
-    proxy.clear();
-    const upload = s.upload(chunked(randomBytes(40 * MiB), MiB), {
-      signal: controller.signal,
-      partsInFlight: 2,
-      onProgress: () => controller.abort(),
-    });
-    await expect(upload).rejects.toMatchObject({ name: 'AbortError' });
-    expect(proxy.count('PutBlock')).toBeGreaterThan(0);
-    expect(await committed(container, `${PREFIX}/`)).toEqual(before);
-    // The abort discarded the staged blocks (an empty commit, deleted at once). A block whose
-    // request was cancelled after its body was sent can still land after that (as on S3, where
-    // AWS says an abort may have to be repeated): it is then listed, and the next abort (what
-    // garbage collection runs) removes it.
-    for await (const u of s.openUploads()) await s.abortUpload(u);
-    const open = [];
-    for await (const u of s.openUploads()) open.push(u.key);
-    expect(open).toEqual([]);
-    expect(await committed(container, `${PREFIX}/`)).toEqual(before);
-  });
 
   it('a wrong account key during block uploads is PermissionDenied (CLI exit 9), its message whole', async () => {
     const wrong = {

@@ -15,12 +15,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { readdir, writeFile } from 'node:fs/promises';
-import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { S3Client } from '@aws-sdk/client-s3';
-import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { S3Store } from '../../drivers/s3/index.js';
 import { StoreError, UploadStalled } from '../../src/core/errors.js';
@@ -29,7 +26,6 @@ import { type CliRun, runCli } from '../../src/testing/fault-cli.js';
 import { type FaultProxy, startFaultProxy } from '../../src/testing/fault-proxy.js';
 import { rejection } from '../../src/testing/rejection.js';
 import {
-  listening,
   MiB,
   openUploads,
   readObject,
@@ -38,6 +34,7 @@ import {
   testClient,
 } from '../fixtures/lake-helpers.js';
 import { createTestBucket, describeS3, dropTestBucket } from '../setup/s3.js';
+import { FAKE_UPLOAD_ID, type FakeOp, type FakeS3, fakeS3s } from '../support/fake-s3.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-request-stall-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -52,193 +49,11 @@ const BOUND_MS = 12 * STALL_MS;
 
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
-// ---- the fake S3 -------------------------------------------------------------------------
+// ---- the fake S3 (test/support/fake-s3.ts) ------------------------------------------------
 
-type Op = 'create' | 'part' | 'list' | 'complete' | 'abort' | 'get';
-
-/**
- * What the fake does with the `attempt`-th request (from 1) of an operation: `answer`; `hang`
- * (read the request, never answer); `complete-hang` (complete the upload, never answer: the
- * answer is lost); `gone` (404 NoSuchUpload).
- */
-type Reply = 'answer' | 'hang' | 'complete-hang' | 'gone';
-
-interface FakeRequest {
-  op: Op;
-  attempt: number;
-  answered: boolean;
-  /** The client closed the connection before an answer. */
-  closed: boolean;
-}
-
-const UPLOAD_ID = 'fake-upload-1';
-
-async function startFake(reply: (op: Op, attempt: number, part?: number) => Reply) {
-  const requests: FakeRequest[] = [];
-  const parts = new Map<number, Buffer>();
-  let completed: Buffer | undefined;
-  let uploadOpen = true;
-  const server = http.createServer((req, res) => {
-    const q = new URL(req.url ?? '/', 'http://fake').searchParams;
-    const op: Op | undefined =
-      req.method === 'POST' && q.has('uploads')
-        ? 'create'
-        : req.method === 'PUT' && q.has('partNumber')
-          ? 'part'
-          : req.method === 'GET' && q.has('uploadId')
-            ? 'list'
-            : req.method === 'POST' && q.has('uploadId')
-              ? 'complete'
-              : req.method === 'DELETE' && q.has('uploadId')
-                ? 'abort'
-                : req.method === 'GET'
-                  ? 'get'
-                  : undefined;
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    if (op === undefined) {
-      res.writeHead(501);
-      res.end();
-      return;
-    }
-    const part = op === 'part' ? Number(q.get('partNumber')) : undefined;
-    const record: FakeRequest = {
-      op,
-      attempt: requests.filter((r) => r.op === op).length + 1,
-      answered: false,
-      closed: false,
-    };
-    requests.push(record);
-    res.on('close', () => {
-      if (!res.writableFinished) record.closed = true;
-    });
-    const how = reply(op, record.attempt, part);
-    const send = (status: number, body = '', headers: http.OutgoingHttpHeaders = {}) => {
-      record.answered = true;
-      res.writeHead(status, { 'content-length': Buffer.byteLength(body), ...headers });
-      res.end(body);
-    };
-    const xml = (body: string) =>
-      send(200, `<?xml version="1.0" encoding="UTF-8"?>\n${body}`, {
-        'content-type': 'application/xml',
-      });
-    const noSuchUpload = () =>
-      send(
-        404,
-        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code><Message>gone</Message></Error>',
-        { 'content-type': 'application/xml' },
-      );
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      if (how === 'hang') return;
-      if (op === 'complete' && how === 'complete-hang') {
-        completed = Buffer.concat(
-          [...parts.keys()].sort((a, b) => a - b).map((n) => parts.get(n) as Buffer),
-        );
-        uploadOpen = false;
-        return;
-      }
-      if (how === 'gone' || (!uploadOpen && op !== 'create' && op !== 'get')) {
-        noSuchUpload();
-        return;
-      }
-      switch (op) {
-        case 'create':
-          uploadOpen = true;
-          parts.clear();
-          xml(
-            `<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>${UPLOAD_ID}</UploadId></InitiateMultipartUploadResult>`,
-          );
-          return;
-        case 'part':
-          parts.set(part as number, body);
-          send(200, '', { etag: `"part-${part}"` });
-          return;
-        case 'list':
-          xml(
-            `<ListPartsResult><Bucket>b</Bucket><Key>k</Key><UploadId>${UPLOAD_ID}</UploadId><IsTruncated>false</IsTruncated>${[
-              ...parts,
-            ]
-              .map(
-                ([n, b]) =>
-                  `<Part><PartNumber>${n}</PartNumber><ETag>"part-${n}"</ETag><Size>${b.length}</Size></Part>`,
-              )
-              .join('')}</ListPartsResult>`,
-          );
-          return;
-        case 'complete':
-          completed = Buffer.concat(
-            [...parts.keys()].sort((a, b) => a - b).map((n) => parts.get(n) as Buffer),
-          );
-          uploadOpen = false;
-          xml(
-            '<CompleteMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><ETag>"done-2"</ETag></CompleteMultipartUploadResult>',
-          );
-          return;
-        case 'abort':
-          uploadOpen = false;
-          send(204);
-          return;
-        case 'get':
-          if (completed === undefined) {
-            send(
-              404,
-              '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchKey</Code><Message>no</Message></Error>',
-              { 'content-type': 'application/xml' },
-            );
-            return;
-          }
-          record.answered = true;
-          res.writeHead(200, {
-            'content-length': completed.length,
-            etag: '"done-2"',
-            'last-modified': 'Thu, 01 Jan 2026 00:00:00 GMT',
-          });
-          res.end(completed);
-          return;
-      }
-    });
-  });
-  const { endpoint, close } = await listening(server);
-  return {
-    endpoint,
-    requests,
-    ops: () => requests.map((r) => r.op),
-    count: (op: Op) => requests.filter((r) => r.op === op).length,
-    close,
-  };
-}
-
-type Fake = Awaited<ReturnType<typeof startFake>>;
-const fakes: Fake[] = [];
-const clients: S3Client[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.destroy();
-  for (const f of fakes.splice(0)) await f.close();
-});
-
-async function fake(reply: (op: Op, attempt: number, part?: number) => Reply): Promise<Fake> {
-  const f = await startFake(reply);
-  fakes.push(f);
-  return f;
-}
-
-/** An SDK client for the fake: static credentials, no socket timeout of its own. */
-function fakeClient(endpoint: string): S3Client {
-  const client = new S3Client({
-    endpoint,
-    region: 'us-east-1',
-    forcePathStyle: true,
-    credentials: { accessKeyId: 'AKIDFAKE', secretAccessKey: 'SECRETFAKE' },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-    maxAttempts: 3,
-    requestHandler: new NodeHttpHandler(),
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {} },
-  });
-  clients.push(client);
-  return client;
-}
+const s3s = fakeS3s();
+const fake = s3s.fake;
+const fakeClient = s3s.client;
 
 function fakeStore(endpoint: string) {
   return new S3Store({
@@ -266,7 +81,7 @@ async function timed<T>(call: () => Promise<T>): Promise<{ ms: number; result: P
  * The requests of `op` the fake held: each was cancelled by the client (its connection closed;
  * the server sees that a moment after the client gave up).
  */
-async function heldWereCancelled(f: Fake, op: Op): Promise<void> {
+async function heldWereCancelled(f: FakeS3, op: FakeOp): Promise<void> {
   const held = f.requests.filter((r) => r.op === op && !r.answered);
   expect(held.length).toBeGreaterThan(0);
   for (let i = 0; i < 40 && !held.every((r) => r.closed); i++) {
@@ -295,9 +110,9 @@ describe('requests of an upload that are not parts (fake S3)', () => {
     expect(error).toBeInstanceOf(UploadStalled);
     const stalled = error as UploadStalled;
     expect(stalled.outcome).toBe('aborted');
-    expect(stalled.uploadId).toBe(UPLOAD_ID);
+    expect(stalled.uploadId).toBe(FAKE_UPLOAD_ID);
     expect(stalled.stalledMs).toBe(STALL_MS);
-    expect(stalled.message).toContain(`completing multipart upload ${UPLOAD_ID}`);
+    expect(stalled.message).toContain(`completing multipart upload ${FAKE_UPLOAD_ID}`);
     expect(stalled.message).toContain('got no answer within 1.0 s (attempt 3 of 3)');
     expect((stalled.cause as Error).name).toBe('TimeoutError');
     expect(ms).toBeGreaterThanOrEqual(3 * STALL_MS - 50);
@@ -411,7 +226,7 @@ describe('requests of an upload that are not parts (fake S3)', () => {
     const error = await rejection(result);
     expect(error).toBeInstanceOf(StoreError);
     expect((error as Error).message).toContain(
-      `listing the parts of multipart upload ${UPLOAD_ID}`,
+      `listing the parts of multipart upload ${FAKE_UPLOAD_ID}`,
     );
     expect(ms).toBeLessThan(BOUND_MS);
     expect(f.count('list')).toBe(3);
@@ -426,7 +241,7 @@ describeS3('a stalled CompleteMultipartUpload on S3 (Ceph, fault proxy)', () => 
   let proxy: FaultProxy;
   const admin = () => {
     const c = testClient();
-    clients.push(c);
+    s3s.track(c);
     return c;
   };
   /** CompleteMultipartUpload: `POST /<bucket>/<key>?uploadId=…`. */
