@@ -240,10 +240,6 @@ const SPLITTING_NOW = new Set([
   'drivers/s3/s3-store.ts',
   'src/cache/cache.ts',
   'src/net/http1-download.ts',
-  'src/testing/fault-kills.ts',
-  'src/testing/fault-network.ts',
-  'src/testing/fault-proxy.ts',
-  'src/testing/versions.ts',
   'src/upload/engine.ts',
   'src/upload/parts.ts',
 ]);
