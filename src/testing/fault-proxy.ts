@@ -17,327 +17,36 @@
  * @module
  */
 import net from 'node:net';
+import { framingOf, MessageParser } from './fault-http-framing.js';
+import { Lane } from './fault-lane.js';
+import {
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultProxy,
+  type FaultProxyOptions,
+  type FaultRule,
+  type FlipFault,
+  type ResetFault,
+  type StallFault,
+  type StatusFault,
+  type TruncateFault,
+} from './fault-rules.js';
 
-/** What every fault rule can be matched on, and how often it fires. */
-export interface FaultMatch {
-  /** Only requests whose method matches (a string is an exact method). */
-  method?: RegExp | string | undefined;
-  /** Only requests whose request-target (path and query) matches. */
-  path?: RegExp | string | undefined;
-  /** Chance of firing on each matching exchange; default 1. */
-  probability?: number | undefined;
-  /** Fire at most this many times, then the rule is spent ("the next N"); default: no limit. */
-  next?: number | undefined;
-}
-
-/** Delay every byte of the exchange by `ms`, each way (10 ms each way adds 20 ms per round trip). */
-export interface LatencyFault extends FaultMatch {
-  kind: 'latency';
-  ms: number;
-}
-/**
- * Reset both connections (TCP RST) after `after` body bytes of the request or the response; a
- * request or response without a body is reset at its head, before it is forwarded.
- */
-export interface ResetFault extends FaultMatch {
-  kind: 'reset';
-  direction: 'request' | 'response';
-  /** Body bytes forwarded before the reset; default: a random offset inside the body. */
-  after?: number | undefined;
-}
-/** Stop forwarding one direction for `ms` (`Infinity`: until a side closes) after `after` body bytes. */
-export interface StallFault extends FaultMatch {
-  kind: 'stall';
-  direction: 'request' | 'response';
-  ms: number;
-  after?: number | undefined;
-}
-/** Close the client's connection cleanly (FIN) after `after` bytes of the response body. */
-export interface TruncateFault extends FaultMatch {
-  kind: 'truncate';
-  after?: number | undefined;
-}
-/** Invert `count` bytes (default 1) of the response body from offset `after`. */
-export interface FlipFault extends FaultMatch {
-  kind: 'flip';
-  after?: number | undefined;
-  count?: number | undefined;
-}
-/** Answer with `status` (500, 503, ...) from the proxy instead of forwarding; then close. */
-export interface StatusFault extends FaultMatch {
-  kind: 'status';
-  status: number;
-  /** Response body; default a short text. */
-  body?: string | undefined;
-}
-
-/** One fault rule. Rules are evaluated on every request (request faults) and response (response faults). */
-export type FaultRule =
-  | LatencyFault
-  | ResetFault
-  | StallFault
-  | TruncateFault
-  | FlipFault
-  | StatusFault;
-
-/** The kinds of fault. */
-export type FaultKind = FaultRule['kind'];
-
-/** The kinds, in the order the figures print them. */
-export const FAULT_KINDS: readonly FaultKind[] = [
-  'latency',
-  'reset',
-  'stall',
-  'truncate',
-  'flip',
-  'status',
-];
-
-/** Counters of a proxy since it started. A fault counts once per exchange it took effect on. */
-export interface ProxyStats {
-  connections: number;
-  requests: number;
-  /** Connections dropped because their bytes were not HTTP/1.1 as the proxy reads it. */
-  unreadable: number;
-  faults: Record<FaultKind, number>;
-  /** Why the last unreadable connection was dropped. */
-  lastUnreadable?: Error | undefined;
-}
-
-/** Options of {@link startFaultProxy}. */
-export interface FaultProxyOptions {
-  /** The server: `http://host:port`. */
-  target: string;
-  /** Port to listen on (127.0.0.1); default a free one. */
-  port?: number | undefined;
-  /** Initial rules (see {@link FaultProxy.set}). */
-  faults?: FaultRule[] | undefined;
-  /** Random source in [0, 1) for probabilities and offsets; default `Math.random`. */
-  random?: (() => number) | undefined;
-}
-
-/** A running proxy. */
-export interface FaultProxy {
-  /** `http://127.0.0.1:<port>`: point the client here instead of at the server. */
-  url: string;
-  port: number;
-  /** Replace the rules; they apply to every exchange that starts from now on, on every connection. */
-  set(faults: FaultRule[]): void;
-  /** A copy of the counters. */
-  stats(): ProxyStats;
-  /** Stop listening and destroy every connection. */
-  close(): Promise<void>;
-}
-
-const MAX_HEAD = 64 * 1024;
-/** A lane holding more than this pauses its source until it is down to a quarter. */
-const HIGH_WATER = 1024 * 1024;
-
-interface Head {
-  /** Request: method; response: status code as text. */
-  first: string;
-  /** Request: the request-target. */
-  target: string;
-  status: number;
-  headers: Map<string, string>;
-}
-
-type Segment =
-  | { type: 'head'; data: Buffer; head: Head }
-  | { type: 'body' | 'frame'; data: Buffer };
-
-/** The body framing of a message: `bodyless` answers whether a response head has no body. */
-type Framing = 'none' | 'length' | 'chunked' | 'close';
-
-/**
- * Splits one direction of HTTP/1.1 into heads, body bytes and chunk framing, message after
- * message. `onEnd` is called at each message's end (with whether it was an interim 1xx).
- */
-class MessageParser {
-  private buf: Buffer = Buffer.alloc(0);
-  private state:
-    | 'head'
-    | 'length'
-    | 'chunk-size'
-    | 'chunk-data'
-    | 'chunk-crlf'
-    | 'trailer'
-    | 'close'
-    | 'raw' = 'head';
-  private left = 0;
-  constructor(
-    private readonly framing: (head: Head) => Framing,
-    private readonly emit: (segment: Segment) => void,
-    private readonly onEnd: (interim: boolean) => void,
-  ) {}
-
-  feed(data: Buffer): void {
-    this.buf = this.buf.length === 0 ? data : Buffer.concat([this.buf, data]);
-    while (this.buf.length > 0) {
-      if (this.state === 'raw' || this.state === 'close') {
-        this.emit({ type: 'body', data: this.take(this.buf.length) });
-      } else if (this.state === 'length' || this.state === 'chunk-data') {
-        const n = Math.min(this.left, this.buf.length);
-        this.emit({ type: 'body', data: this.take(n) });
-        this.left -= n;
-        if (this.left > 0) continue;
-        if (this.state === 'length') this.done(false);
-        else this.state = 'chunk-crlf';
-      } else if (this.state === 'chunk-crlf') {
-        if (this.buf.length < 2) return;
-        this.emit({ type: 'frame', data: this.take(2) });
-        this.state = 'chunk-size';
-      } else {
-        const eol = this.buf.indexOf(this.state === 'head' ? '\r\n\r\n' : '\r\n');
-        if (eol < 0) {
-          if (this.buf.length > MAX_HEAD) throw new Error('fault proxy: HTTP head too long');
-          return;
-        }
-        const line = this.take(eol + (this.state === 'head' ? 4 : 2));
-        if (this.state === 'head') this.head(line);
-        else if (this.state === 'chunk-size') {
-          this.emit({ type: 'frame', data: line });
-          this.left = Number.parseInt(line.toString('latin1'), 16);
-          if (!Number.isFinite(this.left)) throw new Error('fault proxy: bad chunk size');
-          this.state = this.left === 0 ? 'trailer' : 'chunk-data';
-        } else {
-          this.emit({ type: 'frame', data: line });
-          if (line.length === 2) this.done(false);
-        }
-      }
-    }
-  }
-
-  private head(data: Buffer): void {
-    const lines = data.toString('latin1').split('\r\n');
-    const [first = '', target = ''] = (lines[0] ?? '').split(' ');
-    const headers = new Map<string, string>();
-    for (const line of lines.slice(1)) {
-      const colon = line.indexOf(':');
-      if (colon > 0)
-        headers.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
-    }
-    const status = first.startsWith('HTTP/') ? Number(target) : 0;
-    const head: Head = { first: status ? target : first, target, status, headers };
-    this.emit({ type: 'head', data, head });
-    if (status >= 100 && status < 200 && status !== 101) {
-      this.onEnd(true);
-      return;
-    }
-    if (status === 101) {
-      this.state = 'raw';
-      return;
-    }
-    const framing = this.framing(head);
-    if (framing === 'chunked') this.state = 'chunk-size';
-    else if (framing === 'close') this.state = 'close';
-    else {
-      this.left = framing === 'length' ? Number(headers.get('content-length')) : 0;
-      if (this.left > 0) this.state = 'length';
-      else this.done(false);
-    }
-  }
-
-  private done(interim: boolean): void {
-    this.state = 'head';
-    this.onEnd(interim);
-  }
-
-  private take(n: number): Buffer {
-    const out = this.buf.subarray(0, n);
-    this.buf = this.buf.subarray(n);
-    return out;
-  }
-}
-
-function framingOf(head: Head, bodyless: boolean): Framing {
-  if (bodyless) return 'none';
-  const te = head.headers.get('transfer-encoding');
-  if (te && /(^|,)\s*chunked\s*$/i.test(te)) return 'chunked';
-  if (head.headers.has('content-length')) return 'length';
-  return head.status ? 'close' : 'none';
-}
-
-type LaneItem = { at: number; data?: Buffer; action?: () => void };
-
-/** One direction of a connection: bytes and actions released in order, each at its time. */
-class Lane {
-  private readonly queue: LaneItem[] = [];
-  private queued = 0;
-  private heldUntil = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private waitingDrain = false;
-  private last = 0;
-  /** Writes not yet handed to the kernel: an action waits for them. */
-  private unflushed = 0;
-  closed = false;
-
-  constructor(
-    private readonly dest: net.Socket,
-    private readonly source: net.Socket,
-  ) {
-    if (dest.connecting) dest.once('connect', this.pump);
-  }
-
-  push(item: { data?: Buffer; action?: () => void }, delayMs: number): void {
-    if (this.closed) return;
-    const at = Math.max(performance.now() + delayMs, this.last);
-    this.last = at;
-    this.queue.push({ at, ...item });
-    this.queued += item.data?.length ?? 0;
-    if (this.queued > HIGH_WATER) this.source.pause();
-    this.pump();
-  }
-
-  /** Release nothing before `now + ms` (`Infinity`: never again). */
-  hold(ms: number): void {
-    this.heldUntil = Math.max(this.heldUntil, performance.now() + ms);
-  }
-
-  close(): void {
-    this.closed = true;
-    this.queue.length = 0;
-    clearTimeout(this.timer);
-  }
-
-  private pump = (): void => {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    while (!this.closed && this.queue.length > 0) {
-      if (this.dest.connecting || this.waitingDrain) return;
-      const now = performance.now();
-      const item = this.queue[0] as LaneItem;
-      const wait = Math.max(item.at, this.heldUntil) - now;
-      if (wait > 0) {
-        if (wait !== Number.POSITIVE_INFINITY) this.timer = setTimeout(this.pump, wait);
-        return;
-      }
-      if (item.action) {
-        // A reset or a close comes after the bytes before it are out, as on the wire.
-        if (this.unflushed > 0) return;
-        this.queue.shift();
-        item.action();
-        continue;
-      }
-      this.queue.shift();
-      const data = item.data as Buffer;
-      this.queued -= data.length;
-      if (this.queued <= HIGH_WATER / 4) this.source.resume();
-      this.unflushed++;
-      const flushed = () => {
-        this.unflushed--;
-        if (this.unflushed === 0) this.pump();
-      };
-      if (!this.dest.write(data, flushed)) {
-        this.waitingDrain = true;
-        this.dest.once('drain', () => {
-          this.waitingDrain = false;
-          this.pump();
-        });
-      }
-    }
-  };
-}
+export {
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultMatch,
+  type FaultProxy,
+  type FaultProxyOptions,
+  type FaultRule,
+  type FlipFault,
+  type LatencyFault,
+  type ProxyStats,
+  type ResetFault,
+  type StallFault,
+  type StatusFault,
+  type TruncateFault,
+} from './fault-rules.js';
 
 /** A fault placed at an offset of a body (its `after` fixed). */
 type BodyFault = (ResetFault | StallFault | TruncateFault | FlipFault) & { after: number };
