@@ -15,11 +15,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   appendFileSync,
   closeSync,
-  existsSync,
   mkdtempSync,
   openSync,
   rmSync,
-  statSync,
   truncateSync,
   writeSync,
 } from 'node:fs';
@@ -35,6 +33,7 @@ import { isAbort, NotFound, StoreError } from '../../src/core/errors.js';
 import { hostTag } from '../../src/core/fs-atomic.js';
 import { rejection } from '../../src/testing/rejection.js';
 import { randomPrefix } from '../../src/testing/target.js';
+import { requireFreshBuild } from '../support/fresh-build.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..', '..');
@@ -242,27 +241,9 @@ describe('the local store at disk speed', () => {
 });
 
 describe('what crashed and stopped writers leave', () => {
-  const dist = path.join(repo, 'dist/drivers/local/local-store.js');
-
   beforeAll(() => {
     // The children import dist/: refuse to test a build older than the source.
-    if (!existsSync(dist)) throw new Error(`${dist} is missing: run \`npm run build\` first`);
-    const built = statSync(dist).mtimeMs;
-    for (const source of [
-      'local-store.ts',
-      'file-copy.ts',
-      'layout.ts',
-      'key-paths.ts',
-      'listing.ts',
-      'publish.ts',
-      'temp-sweep.ts',
-      'versions.ts',
-      'write-temp.ts',
-    ]) {
-      if (statSync(path.join(repo, 'drivers/local', source)).mtimeMs > built) {
-        throw new Error(`dist/ is older than drivers/local/${source}: run \`npm run build\``);
-      }
-    }
+    requireFreshBuild(repo, 'drivers/local', 'local-store.js');
   });
 
   /** Start the put child; resolves once its temp file holds bytes. */

@@ -25,6 +25,7 @@ import { stageFromDescriptor } from '../../src/lake/index.js';
 import { conformance } from '../../src/testing/index.js';
 import { rejection } from '../../src/testing/rejection.js';
 import { randomPrefix } from '../../src/testing/target.js';
+import { requireFreshBuild } from '../support/fresh-build.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..', '..');
@@ -394,27 +395,9 @@ describe('local store', () => {
   });
 
   describe('many processes', () => {
-    const dist = path.join(repo, 'dist/drivers/local/local-store.js');
-
     beforeAll(() => {
       // The children import dist/: refuse to test a build older than the source.
-      if (!existsSync(dist)) throw new Error(`${dist} is missing: run \`npm run build\` first`);
-      const built = statSync(dist).mtimeMs;
-      for (const source of [
-        'local-store.ts',
-        'layout.ts',
-        'index.ts',
-        'key-paths.ts',
-        'listing.ts',
-        'publish.ts',
-        'temp-sweep.ts',
-        'versions.ts',
-        'write-temp.ts',
-      ]) {
-        if (statSync(path.join(repo, 'drivers/local', source)).mtimeMs > built) {
-          throw new Error(`dist/ is older than drivers/local/${source}: run \`npm run build\``);
-        }
-      }
+      requireFreshBuild(repo, 'drivers/local', 'local-store.js');
     });
 
     function run(
