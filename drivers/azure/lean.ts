@@ -10,7 +10,7 @@ import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import type { Agent } from 'node:http';
 import type { BlobGetPropertiesResponse } from '@azure/storage-blob';
 import type * as D from '../../src/contract/primitives.js';
-import { StoreError } from '../../src/core/errors.js';
+import { asAbort, StoreError } from '../../src/core/errors.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';
 import { leanGet, leanGetResult } from '../../src/net/lean-get.js';
 import { getText, textAgent } from '../../src/net/text-get.js';
@@ -179,7 +179,7 @@ export class LeanReads {
       if (!page) this.debug(`lean list ${c}: HTTP ${status}; asking the SDK`);
       return page;
     } catch (error) {
-      if (o.signal?.aborted) throw error;
+      if (o.signal?.aborted) throw asAbort(error, o.signal);
       this.debug(`lean list ${c}: ${String(error)}; asking the SDK`);
       return undefined;
     }

@@ -30,7 +30,7 @@ import type {
   PartUpload,
   UploadObjectOptions,
 } from '../../src/contract/primitives.js';
-import { ObjectIntegrityError, StoreError } from '../../src/core/errors.js';
+import { asAbort, ObjectIntegrityError, StoreError } from '../../src/core/errors.js';
 import { fsyncDir, isRunning } from '../../src/core/fs-atomic.js';
 import {
   debug,
@@ -125,7 +125,7 @@ export class FileUploads implements PartProtocol {
         }
       }
     } catch (error) {
-      if (part.signal.aborted) throw error;
+      if (part.signal.aborted) throw asAbort(error, part.signal);
       throw error instanceof Error && 'syscall' in error
         ? fsError(error, `cannot write ${uri}`, uri)
         : error;

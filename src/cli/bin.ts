@@ -53,6 +53,17 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   process.exitCode = EXIT_OUTPUT_CLOSED;
 });
 
+/**
+ * How long a finished command waits for the event loop to empty before it exits anyway. A command
+ * is done when `main` settles; a request it abandoned at a bound (the GCS SDK's session create
+ * takes no signal, so a create that stalls for ever is raced, not cancelled) would otherwise keep
+ * the process alive for as long as the connection stays open. Output is written by then (stdout
+ * and stderr on pipes and files are synchronous on Linux), and an emptied loop exits at once, as
+ * before: the timer is unref'd.
+ */
+const LINGER_MS = 500;
+const finish = () => setTimeout(() => process.exit(), LINGER_MS).unref();
+
 // No top-level await: the executable is bundled as CommonJS (scripts/bundle-cli.mjs).
 import('./main.js')
   .then(({ main }) => main(process.argv.slice(2)))
@@ -64,4 +75,5 @@ import('./main.js')
       process.stderr.write(`provcat: Error: ${String(error)}\n`);
       process.exitCode = 1;
     },
-  );
+  )
+  .finally(finish);

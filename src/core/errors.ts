@@ -221,6 +221,15 @@ export function isAbort(error: unknown): boolean {
 }
 
 /**
+ * What a call rejects with for `error`, raised after `signal` fired: `error` itself when it is an
+ * abort, else {@link abortError}. A socket or SDK error the abort caused (Node's `Error: aborted`
+ * for a response cut mid-body) is the caller's abort, never an untyped failure of its own.
+ */
+export function asAbort(error: unknown, signal: AbortSignal): unknown {
+  return isAbort(error) ? error : abortError(signal);
+}
+
+/**
  * The error a call rejects with when its AbortSignal fired: the signal's reason when that is
  * already an AbortError, else an AbortError (`code` `ABORT_ERR`) whose `cause` is the reason.
  * {@link isAbort} is true for it.

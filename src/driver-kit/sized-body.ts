@@ -16,7 +16,7 @@
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import type { PutSource } from '../contract/primitives.js';
-import { SourceError, StoreError } from '../core/errors.js';
+import { asAbort, SourceError, StoreError } from '../core/errors.js';
 import { exactBytes } from './exact-bytes.js';
 
 /** What {@link sendSized} hands the request: bytes, or a factory of the checked stream. */
@@ -58,8 +58,8 @@ export async function sendSized<T>(
   try {
     return await send(body, request.signal);
   } catch (error) {
-    if (failed !== undefined && !signal?.aborted) throw failed;
-    throw error;
+    if (signal?.aborted) throw asAbort(error, signal);
+    throw failed ?? error;
   } finally {
     signal?.removeEventListener('abort', onAbort);
   }
@@ -80,7 +80,7 @@ export function exactDownload(
     try {
       yield* exactBytes(source, size);
     } catch (cause) {
-      if (signal?.aborted) throw cause;
+      if (signal?.aborted) throw asAbort(cause, signal);
       const message = `${what.op} ${what.uri}: the download failed (${(cause as Error).message})`;
       throw new StoreError(message, { uri: what.uri, cause });
     }

@@ -8,6 +8,7 @@
  * @module
  */
 import http from 'node:http';
+import { asAbort } from '../core/errors.js';
 import { nodeHttps } from './builtins.js';
 
 /** A keep-alive agent for `url`'s protocol with at most `sockets` sockets per origin. */
@@ -24,14 +25,19 @@ export async function getText(
   url: URL,
   o: { headers: Record<string, string>; agent: http.Agent; signal?: AbortSignal | undefined },
 ): Promise<{ status: number; text: string }> {
-  const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
-    (url.protocol === 'https:' ? nodeHttps() : http)
-      .request(url, { agent: o.agent, headers: o.headers, signal: o.signal }, resolve)
-      .on('error', reject)
-      .end();
-  });
-  const chunks: Buffer[] = [];
-  for await (const chunk of res) chunks.push(chunk as Buffer);
-  if (!res.complete) throw new Error(`GET ${url.origin}: the answer ended before its last byte`);
-  return { status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') };
+  try {
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      (url.protocol === 'https:' ? nodeHttps() : http)
+        .request(url, { agent: o.agent, headers: o.headers, signal: o.signal }, resolve)
+        .on('error', reject)
+        .end();
+    });
+    const chunks: Buffer[] = [];
+    for await (const chunk of res) chunks.push(chunk as Buffer);
+    if (!res.complete) throw new Error(`GET ${url.origin}: the answer ended before its last byte`);
+    return { status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') };
+  } catch (error) {
+    // Cut mid-body by the signal, the answer rejects with `Error: aborted`: the abort stands.
+    throw o.signal?.aborted ? asAbort(error, o.signal) : error;
+  }
 }

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Storage } from '@google-cloud/storage';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startGcsServer } from '../../servers/gcs/server.js';
+import { startFaultProxy } from '../../src/testing/fault-proxy.js';
 import { sha256sum, writeRandomFile } from '../fixtures/lake-helpers.js';
 
 const BIN = path.join(import.meta.dirname, '..', '..', 'dist', 'cli', 'provcat.cjs');
@@ -27,11 +28,19 @@ afterAll(async () => {
 function run(
   ...args: string[]
 ): Promise<{ code: number | null; out: string; bytes: Buffer; err: string }> {
+  return runAt(server.url, args);
+}
+
+/** {@link run} against `host` (a proxy in front of the server). */
+function runAt(
+  host: string,
+  args: string[],
+): Promise<{ code: number | null; out: string; bytes: Buffer; err: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       env: {
         ...process.env,
-        STORAGE_EMULATOR_HOST: server.url,
+        STORAGE_EMULATOR_HOST: host,
         PROVCAT_CACHE_DIR: path.join(dir, 'cache'),
         NODE_NO_WARNINGS: '1',
       },
@@ -177,4 +186,36 @@ describe('provcat CLI on gs://', () => {
       (await run('verify', JSON.stringify(loc), '--stage', `gs://${versioned}/other/`)).code,
     ).toBe(6);
   }, 120_000);
+
+  it('an upload whose session create stalls for ever exits typed within its bound', async () => {
+    // The SDK's create takes no signal: the engine abandons it at the stall bound, and the
+    // process must not then wait for a request that never ends (seen in the fault suite).
+    const proxy = await startFaultProxy({
+      target: server.url,
+      faults: [
+        { kind: 'stall', direction: 'request', ms: Number.POSITIVE_INFINITY, method: 'POST' },
+      ],
+    });
+    try {
+      const file = path.join(dir, 'stalled.bin');
+      await writeRandomFile(file, 6 * 1024 * 1024);
+      const started = Date.now();
+      const r = await runAt(proxy.url, [
+        'upload',
+        file,
+        '--stage',
+        `gs://${versioned}/stalled/`,
+        '--stall-timeout',
+        '1',
+      ]);
+      const seconds = (Date.now() - started) / 1000;
+      expect(r.code, r.err).toBe(7);
+      expect(r.err).toMatch(/^provcat: StoreError: .*creating a resumable session got no answer/m);
+      // 3 attempts of 1 s and their backoff, and a process start: far from the 30 s a hang
+      // would show.
+      expect(seconds).toBeLessThan(20);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
 });
