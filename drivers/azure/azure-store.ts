@@ -7,7 +7,6 @@
  * @module
  */
 import { randomUUID } from 'node:crypto';
-import type { Readable } from 'node:stream';
 import { debuglog } from 'node:util';
 import type { BlobItem, BlobServiceClient, BlockBlobClient, Pipeline } from '@azure/storage-blob';
 import type * as D from '../../src/contract/primitives.js';
@@ -18,13 +17,15 @@ import { missingBucket } from '../../src/driver-kit/bucket-state.js';
 import { checkByteRange } from '../../src/driver-kit/exact-bytes.js';
 import { inUtf8Order, utf8Pages } from '../../src/driver-kit/listing-order.js';
 import { pageSize, tokenPages } from '../../src/driver-kit/paging.js';
-import { exactDownload, sendSized } from '../../src/driver-kit/sized-body.js';
+import { sendSized } from '../../src/driver-kit/sized-body.js';
 import { historyOf, newerIdFirst } from '../../src/driver-kit/version-history.js';
 import { ObjectStore } from '../../src/store/object-store.js';
+import { encodeBlobName, infoOf as info, quoted } from './blob-answer.js';
 import { AzureBlocks } from './blocks.js';
 import { type AzureConfig, type AzureStoreOptions, resolveAzureConfig } from './config.js';
 import { azUriText, type AzureErrorContext as Ctx, mapAzureError } from './errors.js';
-import { encodeBlobName, infoOf as info, LeanReads, md5Hex, quoted } from './lean.js';
+import { LeanBlobReader } from './lean.js';
+import { type BlobReader, SdkBlobReader } from './reader.js';
 
 const azdebug = debuglog('provcat:azure');
 type Opts = D.SignalOptions;
@@ -68,7 +69,8 @@ export class AzureStore extends ObjectStore {
   /** The service client: the injected one, or one built on first call (no network call). */
   readonly client: Lazy<BlobServiceClient>;
   private readonly config: AzureConfig | undefined;
-  private readonly lean: LeanReads | undefined;
+  /** How Get Blob and List Blobs are sent: chosen once, here (reader.ts). */
+  private readonly reader: BlobReader;
 
   /** Throws RangeError for a configuration that names no account. Makes no network call. */
   constructor(options: AzureStoreOptions = {}) {
@@ -77,15 +79,20 @@ export class AzureStore extends ObjectStore {
     this.client = lazy(async () => client ?? this.build());
     this.config = client ? undefined : resolveAzureConfig(options);
     const { auth, endpoint = '', leanReads } = this.config ?? {};
-    if (auth?.kind === 'key' && leanReads) {
-      const sockets = Math.max(16, this.concurrency);
-      this.lean = new LeanReads(endpoint, auth.account, auth.key, sockets, this.debug);
-    }
+    const sdk = new SdkBlobReader({
+      call: (ctx, fn) => this.call(ctx, fn),
+      onBlob: (c, key, op, fn, id) => this.onBlob(c, key, op, fn, id),
+    });
+    const sockets = Math.max(16, this.concurrency);
+    this.reader =
+      auth?.kind === 'key' && leanReads
+        ? new LeanBlobReader(endpoint, auth.account, auth.key, sockets, this.debug, sdk)
+        : sdk;
   }
 
   /** Whether reads (Get Blob, List Blobs) go the lean path (lean.ts) rather than the SDK. */
   get leanReads(): boolean {
-    return this.lean !== undefined;
+    return this.reader instanceof LeanBlobReader;
   }
 
   private async build(): Promise<BlobServiceClient> {
@@ -108,7 +115,7 @@ export class AzureStore extends ObjectStore {
 
   /** Release the lean path's sockets (an injected client is the caller's). */
   override async close(): Promise<void> {
-    this.lean?.close();
+    this.reader.close();
   }
 
   private debug = (message: string) => {
@@ -201,7 +208,7 @@ export class AzureStore extends ObjectStore {
     this.requireOnline('list', azUriText(c, prefix));
     const limit = pageSize(o.limit, 5000);
     const pages = tokenPages(
-      (marker) => this.listPage(c, prefix, { ...o, marker, limit }),
+      (marker) => this.reader.page(c, prefix, { ...o, marker, limit }),
       (page) => page.next,
     );
     try {
@@ -212,32 +219,9 @@ export class AzureStore extends ObjectStore {
     }
   }
 
-  private async listPage(c: string, prefix: string, o: D.PagesOptions & { marker?: string }) {
-    const lean = await this.lean?.list(c, prefix, o);
-    return (
-      lean ??
-      this.call({ container: c, key: prefix, op: 'list' }, async (s) => {
-        const container = s.getContainerClient(c);
-        const opts = { prefix: prefix || undefined, includeMetadata: true, abortSignal: o.signal };
-        const pages = o.delimiter
-          ? container.listBlobsByHierarchy(o.delimiter, opts)
-          : container.listBlobsFlat(opts);
-        const page = { continuationToken: o.marker, maxPageSize: o.limit };
-        const r = (await pages.byPage(page).next()).value;
-        const segment = r.segment as { blobItems: BlobItem[]; blobPrefixes?: { name: string }[] };
-        const objects = segment.blobItems.map((b) =>
-          info(b.name, { ...b.properties, metadata: b.metadata, blobMd5: b.properties.contentMD5 }),
-        );
-        const prefixes = (segment.blobPrefixes ?? []).map((x) => x.name);
-        return { prefixes, objects, next: (r.continuationToken as string) || undefined };
-      })
-    );
-  }
-
   /** Get Blob (of version `id`, checked); a range is one request, its Content-Range as sent. */
   override async _get(c: string, key: string, o: D.GetOptions = {}, id?: string) {
-    const { range, signal } = o;
-    checkByteRange(range);
+    checkByteRange(o.range);
     const op = id ? 'getVersion' : 'get';
     const uri = azUriText(c, key, id);
     this.requireOnline(op, uri);
@@ -245,32 +229,7 @@ export class AzureStore extends ObjectStore {
       this.checked([op, c, key], id, r.info, () => (r.bytes ? r.release?.() : r.body.destroy()));
       return r;
     };
-    const lean = await this.lean?.get(c, key, { ...o, versionId: id });
-    if (lean === 404) throw new E.NotFound(`${op} ${uri}: not found (HTTP 404)`, { uri });
-    if (lean) return check(lean);
-    return this.onBlob(
-      c,
-      key,
-      op,
-      async (blob) => {
-        const count = range && range.end - range.start;
-        const from = id ? blob.withVersion(id) : blob;
-        const r = await from.download(range?.start ?? 0, count, { abortSignal: signal });
-        const length = r.contentLength as number;
-        // Checked against its length: the SDK reports a dropped connection as an abort.
-        const body = exactDownload(r.readableStreamBody as Readable, length, signal, { op, uri });
-        // The blob's MD5 (Put Blob records one) states these bytes only for the whole blob.
-        const contentMd5 = range ? undefined : md5Hex(r.contentMD5);
-        return check({
-          body,
-          info: info(key, r),
-          contentLength: length,
-          contentRange: r.contentRange,
-          contentMd5,
-        });
-      },
-      id,
-    );
+    return check(await this.reader.get(c, key, { ...o, versionId: id, op, uri }));
   }
 
   /** Put Blob up to `multipartThreshold`, else staged blocks (blocks.ts) on the upload engine. */

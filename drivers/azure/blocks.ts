@@ -10,8 +10,8 @@ import { Readable } from 'node:stream';
 import type { BlobServiceClient, BlockBlobClient } from '@azure/storage-blob';
 import type * as D from '../../src/contract/primitives.js';
 import { NotFound, StoreError } from '../../src/core/errors.js';
+import { infoOf } from './blob-answer.js';
 import type { AzureErrorContext } from './errors.js';
-import { infoOf } from './lean.js';
 
 /**
  * What the block protocol takes of the Azure store (azure-store.ts): its guarded call on one

@@ -6,8 +6,9 @@
  */
 
 export { AzureStore, blobSdk } from './azure-store.js';
+export { encodeBlobName } from './blob-answer.js';
 export { ALL_BLOCKS, AzureBlocks, blockId } from './blocks.js';
 export type { AzureAuth, AzureConfig, AzureStoreOptions } from './config.js';
 export { parseConnectionString, resolveAzureConfig } from './config.js';
 export { type AzureErrorContext, azUriText, mapAzureError } from './errors.js';
-export { encodeBlobName, parseBlobList } from './lean.js';
+export { parseBlobList } from './lean.js';

@@ -1,86 +1,24 @@
 /**
- * Reads without the SDK, whose pipeline (and loading it) costs more than a small GET or a listing
- * (docs/performance.md): Get Blob and List Blobs signed with the account key as the SDK signs
- * them. A lean call answers `undefined` ("ask the SDK") for any status but 200/206/404, a failure
- * before the response head, or an answer it does not read.
+ * {@link LeanBlobReader}: reads without the SDK, whose pipeline (and loading it) costs more than
+ * a small GET or a listing (docs/performance.md): Get Blob and List Blobs signed with the account
+ * key as the SDK signs them. A request it does not answer itself — any status but 200/206/404, a
+ * failure before the response head, an answer it does not read — goes to the SDK reader it was
+ * given (reader.ts), so a caller sees one reader either way.
  *
  * @module
  */
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto';
 import type { Agent } from 'node:http';
-import type { BlobGetPropertiesResponse } from '@azure/storage-blob';
 import type * as D from '../../src/contract/primitives.js';
-import { asAbort, StoreError } from '../../src/core/errors.js';
+import { asAbort, NotFound } from '../../src/core/errors.js';
 import { Http1Pool, isFallback } from '../../src/net/http1-download.js';
 import { leanGet, leanGetResult } from '../../src/net/lean-get.js';
 import { getText, textAgent } from '../../src/net/text-get.js';
+import { blobInfo, encodeBlobName, md5Hex } from './blob-answer.js';
+import type { BlobGetOptions, BlobPage, BlobPageOptions, BlobReader } from './reader.js';
 
 /** The service version sent (the one @azure/storage-blob 12.32 sends). */
 export const SERVICE_VERSION = '2026-04-06';
-
-/**
- * A blob name as a URL path: each segment percent-encoded (as the SDK does, `'` included). A
- * name with a `.` or `..` segment is encoded whole, `/` as `%2F`, which the service decodes back:
- * URL parsing would otherwise resolve the dot segments and name another blob.
- */
-export function encodeBlobName(name: string): string {
-  const segments = name.split('/');
-  const enc = (s: string) => encodeURIComponent(s).replace(/'/g, '%27');
-  return segments.some((s) => s === '.' || s === '..') ? enc(name) : segments.map(enc).join('/');
-}
-
-/** One List Blobs page, with the marker of the next (`undefined`: the last). */
-export type LeanListPage = D.ListPage & { next: string | undefined };
-
-/** What an answer says of a blob: an SDK response's fields, or the same read off headers. */
-export type BlobAnswer = Partial<
-  Pick<BlobGetPropertiesResponse, 'etag' | 'contentLength' | 'versionId' | 'lastModified'>
-> & {
-  contentRange?: string | undefined;
-  metadata?: Record<string, string> | undefined;
-  /**
-   * The blob's `Content-MD5` property (bytes, or base64 as listings and headers give it). Set only
-   * from a listing or Get Blob Properties: a ranged read's `Content-MD5` is of the range.
-   */
-  blobMd5?: Uint8Array | string | undefined;
-};
-
-/** A Content-MD5 (Base64 of 16 bytes) as lowercase hex; `undefined` for anything else. */
-export function md5Hex(value: string | Uint8Array | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  const bytes = typeof value === 'string' ? Buffer.from(value, 'base64') : Buffer.from(value);
-  return bytes.length === 16 ? bytes.toString('hex') : undefined;
-}
-
-/** The quoted form of an ETag (headers quote it, listings do not). */
-export const quoted = (etag: string) => (etag.startsWith('"') ? etag : `"${etag}"`);
-
-/** An answer's ObjectInfo (the size from Content-Range when ranged); none without ETag or size. */
-export function blobInfo(key: string, a: BlobAnswer): D.ObjectInfo | undefined {
-  const total = a.contentRange && /\/(\d+)$/.exec(a.contentRange)?.[1];
-  const size = total ? Number(total) : a.contentLength;
-  if (!a.etag || size === undefined) return undefined;
-  const etag = quoted(a.etag);
-  const { versionId, lastModified } = a;
-  const md5 = md5Hex(a.blobMd5);
-  return {
-    key,
-    size,
-    version: etag,
-    etag,
-    versionId,
-    lastModified,
-    sha256: a.metadata?.sha256,
-    md5,
-  };
-}
-
-/** {@link blobInfo}, or a StoreError for an answer without an ETag or a size. */
-export function infoOf(key: string, a: BlobAnswer): D.ObjectInfo {
-  const got = blobInfo(key, a);
-  if (got) return got;
-  throw new StoreError(`the answer for ${key} lacks an ETag or a size`);
-}
 
 const NAMED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
 const xmlText = (raw: string) =>
@@ -94,9 +32,9 @@ const field = (xml: string, name: string) =>
 const date = (text: string | undefined) => (text ? new Date(text) : undefined);
 
 /** Parse a List Blobs answer; `undefined` when it is not one. */
-export function parseBlobList(xml: string): LeanListPage | undefined {
+export function parseBlobList(xml: string): BlobPage | undefined {
   if (!xml.includes('<EnumerationResults')) return undefined;
-  const page: LeanListPage = { objects: [], prefixes: [], next: undefined };
+  const page: BlobPage = { objects: [], prefixes: [], next: undefined };
   for (const [, kind, body = ''] of xml.matchAll(/<(Blob|BlobPrefix)>([\s\S]*?)<\/\1>/g)) {
     const name = /<Name( Encoded="true")?>([^<]*)<\/Name>/.exec(body);
     if (!name) return undefined;
@@ -121,8 +59,8 @@ export function parseBlobList(xml: string): LeanListPage | undefined {
   return page;
 }
 
-/** Signed reads of one account (see the module comment). */
-export class LeanReads {
+/** Signed reads of one account, the SDK reader behind them (see the module comment). */
+export class LeanBlobReader implements BlobReader {
   private readonly base: URL;
   private readonly key: KeyObject;
   private readonly pool: Http1Pool;
@@ -134,6 +72,7 @@ export class LeanReads {
     key: string,
     sockets: number,
     private readonly debug: (message: string) => void,
+    private readonly sdk: BlobReader,
   ) {
     this.base = new URL(endpoint);
     this.key = createSecretKey(Buffer.from(key, 'base64')); // imported once, not per request
@@ -160,8 +99,18 @@ export class LeanReads {
     return { url: this.base, target: search === '' ? path : `${path}?${search}`, headers };
   }
 
+  async page(c: string, prefix: string, o: BlobPageOptions): Promise<BlobPage> {
+    return (await this.leanPage(c, prefix, o)) ?? this.sdk.page(c, prefix, o);
+  }
+
+  async get(c: string, key: string, o: BlobGetOptions): Promise<D.GetResult> {
+    const got = await this.leanGet(c, key, o);
+    if (got === 404) throw new NotFound(`${o.op} ${o.uri}: not found (HTTP 404)`, { uri: o.uri });
+    return got ?? this.sdk.get(c, key, o);
+  }
+
   /** One List Blobs page, or `undefined`: ask the SDK. Never throws but for an abort. */
-  async list(c: string, prefix: string, o: D.PagesOptions & { marker?: string | undefined }) {
+  private async leanPage(c: string, prefix: string, o: BlobPageOptions) {
     const { delimiter, marker, limit } = o;
     const fields = {
       restype: 'container',
@@ -189,7 +138,7 @@ export class LeanReads {
    * Get Blob (a range, a version, or whole into memory up to `wholeUpTo` bytes): the result,
    * `404` for a missing blob, or `undefined`: ask the SDK. Rejects only after a response head.
    */
-  async get(c: string, key: string, o: D.GetOptions & { versionId?: string | undefined }) {
+  private async leanGet(c: string, key: string, o: BlobGetOptions) {
     const query = o.versionId === undefined ? [] : [['versionid', o.versionId]];
     const uri = `az://${c}/${key}`;
     const request = this.sign(c, key, query, o.range);
@@ -220,6 +169,7 @@ export class LeanReads {
 
   /** Close idle connections. */
   close(): void {
+    this.sdk.close();
     this.pool.close();
     this.agent.destroy();
   }
