@@ -2,8 +2,8 @@
  * {@link GcsStore}: the `gs://bucket/key` driver over `@google-cloud/storage` 7.22 — the twelve
  * primitives as JSON API calls (docs/drivers/gcs.md); everything else is the base's and the
  * rules of src/ it calls. The SDK loads on first use. Media GETs are the driver's own (an SDK
- * download whose connection drops never settles), and so are metadata reads and listings (the
- * lean path: no SDK load, a fraction of its CPU; anything but a 200 or a 404 goes to the SDK).
+ * download whose connection drops never settles); metadata reads and listings go through the
+ * reader chosen once at construction (reader.ts: the lean one, or the SDK's).
  * The client retries with `IdempotencyStrategy.RetryAlways`: under the default one, an upload or
  * delete without a precondition turns its retries off for good. Versions need object versioning
  * (asked once per bucket); `_create` is `ifGenerationMatch=0`, atomic; large puts are resumable
@@ -32,6 +32,7 @@ import { ObjectStore } from '../../src/store/object-store.js';
 import { type GcsConfig, type GcsStoreOptions, resolveGcsConfig } from './config.js';
 import { type GcsErrorContext, gcsUriText, mapGcsError, statusError, statusOf } from './errors.js';
 import * as api from './json-api.js';
+import { type GcsReader, LeanJsonReader, type ObjectAt, SdkJsonReader } from './reader.js';
 import { GcsResumable } from './resumable.js';
 import { simpleUpload } from './simple-upload.js';
 
@@ -44,13 +45,11 @@ const loadGcsSdk = lazyModule(
 );
 /** True once this process asked for the SDK (for tests and debugging). */
 export const gcsSdkRequested = (): boolean => loadGcsSdk.made;
-/** A JSON answer (a listing page of 1,000 resources) larger than this is the SDK's to read. */
-const MAX_JSON_BYTES = 32 << 20;
 /** Nothing reached the caller yet: a cut-off whole read or an odd answer may be asked again. */
 const beforeDelivery = (e: unknown) =>
   isRetryable(e) || (e instanceof StoreError && e.status === undefined);
 type Opts = D.SignalOptions;
-type At = GcsErrorContext & { key: string };
+type At = ObjectAt;
 
 /**
  * The GCS driver. Missing objects raise {@link NotFound}; refusals PermissionDenied; failed
@@ -67,6 +66,8 @@ export class GcsStore extends ObjectStore {
   private readonly pool: Http1Pool;
   /** Where the driver's own GETs go, and whether they carry a token: the injected client's say. */
   private readonly own: { endpoint: string; auth: boolean };
+  /** How metadata and listings are read: chosen once, here (reader.ts). */
+  private readonly reader: GcsReader;
   private readonly versioning = versioningMemo((bucket) =>
     this.call({ bucket, op: 'versioning' }, async (storage) => {
       const [meta] = await storage.bucket(bucket).getMetadata();
@@ -87,6 +88,17 @@ export class GcsStore extends ObjectStore {
         }
       : this.config;
     this.pool = new Http1Pool({ maxIdlePerOrigin: Math.max(64, this.concurrency) });
+    const sdk = new SdkJsonReader((context, fn, signal) => this.call(context, fn, signal));
+    const debug = (message: string) => this.debug(message);
+    this.reader =
+      this.config.lean && !this.injected
+        ? new LeanJsonReader(this.own.endpoint, (c, url, o) => this.ownGet(c, url, o), debug, sdk)
+        : sdk;
+  }
+
+  /** Whether metadata reads and listings go the driver's own GETs (reader.ts). */
+  get leanReads(): boolean {
+    return this.reader instanceof LeanJsonReader;
   }
 
   /**
@@ -160,25 +172,6 @@ export class GcsStore extends ObjectStore {
     throw new StoreError(`${context.op} ${where}: ${detail}`);
   }
 
-  /** A JSON read on the lean path: the body, or `undefined` for the SDK to ask (404 thrown). */
-  private async leanJson<T>(context: GcsErrorContext, url: string, signal?: AbortSignal) {
-    if (!this.config.lean || this.injected) return undefined;
-    const got = await this.ownGet(context, url, { signal, wholeUpTo: MAX_JSON_BYTES }).catch(
-      (error: unknown) => {
-        if (error instanceof NotFound || isAbort(error)) throw error;
-        return undefined; // the SDK asks again, with its retries and its error
-      },
-    );
-    if (!got || !('body' in got)) return void got?.discard();
-    try {
-      return JSON.parse(got.body.toString('utf8')) as T;
-    } catch (error) {
-      return void this.debug(`GET ${url}: ${String(error)}`);
-    } finally {
-      got.release();
-    }
-  }
-
   private debug(message: string): void {
     gcsdebug(message);
     this.logger(message);
@@ -233,15 +226,8 @@ export class GcsStore extends ObjectStore {
   }
 
   private async headAt(at: At, generation: string | undefined, signal?: AbortSignal) {
-    const { bucket, key } = at;
-    const url = api.apiUrl(this.own.endpoint, bucket, key, { generation });
-    const lean = await this.leanJson<api.ObjectResource>(at, url, signal);
-    if (lean) return api.objectInfo(bucket, lean);
-    const sdk = async (storage: Storage) => {
-      const file = storage.bucket(bucket).file(key, generation ? { generation } : {});
-      return api.objectInfo(bucket, (await file.getMetadata())[0] as api.ObjectResource);
-    };
-    return this.call(at, sdk, signal);
+    this.requireOnline(at.op, gcsUriText(at.bucket, at.key));
+    return api.objectInfo(at.bucket, await this.reader.object(at, generation, signal));
   }
 
   /** Listing pages (`limit`: `maxResults`, counting objects and prefixes; src/driver-kit/paging.ts). */
@@ -250,17 +236,13 @@ export class GcsStore extends ObjectStore {
     const params = {
       prefix: prefix === '' ? undefined : prefix,
       delimiter: o.delimiter,
-      versions: o.versions ? 'true' : undefined,
+      versions: o.versions ? ('true' as const) : undefined,
       maxResults: pageSize(o.limit, 1000),
     };
     return tokenPages(
-      async (pageToken) => {
-        const url = api.apiUrl(this.own.endpoint, bucket, undefined, { ...params, pageToken });
-        const page = await this.leanJson<api.ObjectsPage>(context, url, o.signal);
-        if (page) return page;
-        const query = { ...params, pageToken, versions: o.versions, autoPaginate: false };
-        const call = (storage: Storage) => storage.bucket(bucket).getFiles(query);
-        return (await this.call(context, call, o.signal))[2] as api.ObjectsPage;
+      (pageToken) => {
+        this.requireOnline(context.op, gcsUriText(bucket, prefix));
+        return this.reader.page(context, { ...params, pageToken }, o.signal);
       },
       (page) => page.nextPageToken,
     );

@@ -217,6 +217,7 @@ describe('gcs specifics', () => {
     ] as const) {
       const count = counter();
       const reader = store({ lean });
+      expect(reader.leanReads).toBe(lean);
       await reader._head(versioned, key);
       for await (const _ of reader._pages(versioned, key)) {
         // one page
