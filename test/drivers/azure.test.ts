@@ -5,6 +5,9 @@
  * closed on Azurite and on a store that ignores `versionid`, listings in byte order from
  * Azurite's UTF-16 order, downloads cut mid-body, 409 and 412 on create, concurrent commits.
  */
+// The shared GC and fault suites on this driver (their setup is in each module).
+import './azure/gc.js';
+import './azure/faults.js';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';

@@ -7,6 +7,9 @@
  * concurrent creates, rewrites over several calls, resumable puts, conditional deletes, buckets
  * without versioning, bucket creation, V4 signed URLs, the MD5 ETag, offline mode, and commits.
  */
+// The shared GC and fault suites on this driver (their setup is in each module).
+import './gcs/gc.js';
+import './gcs/faults.js';
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

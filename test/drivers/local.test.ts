@@ -6,6 +6,10 @@
  * driver from dist/, so `npm run build` must have run (the `test` script does it); a stale dist
  * fails the test instead of testing old code.
  */
+// The shared GC and fault suites on this driver (their setup is in each module).
+import './local/gc.js';
+import './local/gc-markers.js';
+import './local/faults.js';
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';

@@ -5,6 +5,9 @@
  * when they fail, exact byte ranges, 403 versus 404, the If-None-Match probe, and buckets
  * without versioning.
  */
+// The shared GC and fault suites on this driver (their setup is in each module).
+import './s3/gc.js';
+import './s3/faults.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,7 +1,7 @@
 /**
  * Garbage collection against what others do to a stage behind provcat's back (issue #25), run on
- * every stage kind beside the main suite (gc-suite.ts) by test/gc/gc-local.test.ts,
- * test/gc/gc-s3.test.ts, test/gc/gc-gcs.test.ts and test/gc/gc-azure.test.ts:
+ * every stage kind beside the main suite (gc-suite.ts) by test/drivers/NAME/gc.ts
+ * (local, s3, gcs, azure):
  *
  * - a reference set's newest log entry deleted, or its whole log: `refs ls` and `gc plan` fail
  *   closed (exit 7) and nothing is deleted; a writer's lost race is no such deletion, and a

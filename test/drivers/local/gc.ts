@@ -9,16 +9,16 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CliContext } from '../../src/cli/command.js';
-import { gcCommands } from '../../src/cli/commands/gc.js';
-import { hostTag } from '../../src/core/fs-atomic.js';
-import { applyGc, planGc } from '../../src/lake/index.js';
-import type { Progress } from '../../src/store/store.js';
-import { cli, gcSuite } from '../support/gc-suite.js';
-import { gcTamperSuite } from '../support/gc-tamper-suite.js';
-import { localTarget } from '../support/gc-targets.js';
+import type { CliContext } from '../../../src/cli/command.js';
+import { gcCommands } from '../../../src/cli/commands/gc.js';
+import { hostTag } from '../../../src/core/fs-atomic.js';
+import { applyGc, planGc } from '../../../src/lake/index.js';
+import type { Progress } from '../../../src/store/store.js';
+import { cli, gcSuite } from '../../support/gc-suite.js';
+import { gcTamperSuite } from '../../support/gc-tamper-suite.js';
+import { localTarget } from '../../support/gc-targets.js';
 
-const CHILD = path.join(import.meta.dirname, '..', 'fixtures', 'gc-child.mjs');
+const CHILD = path.join(import.meta.dirname, '..', '..', 'fixtures', 'gc-child.mjs');
 
 let base: string;
 beforeAll(async () => {

@@ -11,8 +11,8 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ObjectIntegrityError } from '../../src/core/errors.js';
-import { applyGc, planGc, type Stage, stageFromDescriptor } from '../../src/lake/index.js';
+import { ObjectIntegrityError } from '../../../src/core/errors.js';
+import { applyGc, planGc, type Stage, stageFromDescriptor } from '../../../src/lake/index.js';
 
 let base: string;
 beforeAll(async () => {

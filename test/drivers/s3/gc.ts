@@ -15,12 +15,12 @@ import {
   type Stage,
   stageFromDescriptor,
   writeKeepSet,
-} from '../../src/lake/index.js';
-import { testClient } from '../fixtures/lake-helpers.js';
-import { createTestBucket, describeS3, dropTestBucket } from '../setup/s3.js';
-import { gcSuite } from '../support/gc-suite.js';
-import { gcTamperSuite } from '../support/gc-tamper-suite.js';
-import { s3Target } from '../support/gc-targets.js';
+} from '../../../src/lake/index.js';
+import { testClient } from '../../fixtures/lake-helpers.js';
+import { createTestBucket, describeS3, dropTestBucket } from '../../setup/s3.js';
+import { gcSuite } from '../../support/gc-suite.js';
+import { gcTamperSuite } from '../../support/gc-tamper-suite.js';
+import { s3Target } from '../../support/gc-targets.js';
 
 describeS3('garbage collection on an S3 stage', () => {
   let bucket: string;

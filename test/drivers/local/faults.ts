@@ -8,9 +8,9 @@ import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { LocalStore } from '../../drivers/local/index.js';
-import { folderDirName, refOf } from '../../drivers/local/layout.js';
-import { faultSuite } from '../../src/testing/faults.js';
+import { LocalStore } from '../../../drivers/local/index.js';
+import { folderDirName, refOf } from '../../../drivers/local/layout.js';
+import { faultSuite } from '../../../src/testing/faults.js';
 
 const BUCKET = 'faults';
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-faults-local-'));

@@ -13,10 +13,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Storage } from '@google-cloud/storage';
 import { afterAll, describe, expect, it } from 'vitest';
-import { GcsStore } from '../../drivers/gcs/index.js';
-import { startGcsServer } from '../../servers/gcs/server.js';
-import { exitCodeOf, PermissionDenied } from '../../src/core/errors.js';
-import { faultSuite } from '../../src/testing/faults.js';
+import { GcsStore } from '../../../drivers/gcs/index.js';
+import { startGcsServer } from '../../../servers/gcs/server.js';
+import { exitCodeOf, PermissionDenied } from '../../../src/core/errors.js';
+import { faultSuite } from '../../../src/testing/faults.js';
 
 const MiB = 1024 * 1024;
 const server = await startGcsServer();

@@ -7,8 +7,8 @@
  */
 import { PutBucketVersioningCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll } from 'vitest';
-import { S3Store } from '../../drivers/s3/index.js';
-import { faultSuite } from '../../src/testing/faults.js';
+import { S3Store } from '../../../drivers/s3/index.js';
+import { faultSuite } from '../../../src/testing/faults.js';
 import {
   describeS3,
   emptyBucket,
@@ -17,7 +17,7 @@ import {
   s3TestTarget,
   testS3Client,
   uniqueBucketName,
-} from '../setup/s3.js';
+} from '../../setup/s3.js';
 
 const MiB = 1024 * 1024;
 const target = s3Enabled() ? s3TestTarget() : undefined;

@@ -12,11 +12,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Storage } from '@google-cloud/storage';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startGcsServer } from '../../servers/gcs/server.js';
-import { applyGc, planGc, type Stage, stageFromDescriptor } from '../../src/lake/index.js';
-import { type GcTarget, gcSuite } from '../support/gc-suite.js';
-import { gcTamperSuite } from '../support/gc-tamper-suite.js';
-import { isReserved } from '../support/gc-targets.js';
+import { startGcsServer } from '../../../servers/gcs/server.js';
+import { applyGc, planGc, type Stage, stageFromDescriptor } from '../../../src/lake/index.js';
+import { type GcTarget, gcSuite } from '../../support/gc-suite.js';
+import { gcTamperSuite } from '../../support/gc-tamper-suite.js';
+import { isReserved } from '../../support/gc-targets.js';
 
 const server = await startGcsServer();
 const admin = new Storage({ apiEndpoint: server.url, projectId: 'test' });

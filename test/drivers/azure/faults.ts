@@ -9,16 +9,16 @@
  */
 import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { AzureStore } from '../../drivers/azure/index.js';
-import { startAzureVersionsServer } from '../../servers/azure-versions/index.js';
-import { faultConfig, faultSuite } from '../../src/testing/faults.js';
-import type { ConformanceTarget } from '../../src/testing/target.js';
+import { AzureStore } from '../../../drivers/azure/index.js';
+import { startAzureVersionsServer } from '../../../servers/azure-versions/index.js';
+import { faultConfig, faultSuite } from '../../../src/testing/faults.js';
+import type { ConformanceTarget } from '../../../src/testing/target.js';
 import {
   azureSkipReason,
   azureTarget,
   describeAzurite,
   uniqueContainerName,
-} from '../setup/azure.js';
+} from '../../setup/azure.js';
 
 const MiB = 1024 * 1024;
 
