@@ -144,17 +144,20 @@ export function faultSuite(target: ConformanceTarget, options: FaultSuiteOptions
     stalledRequestChecks(target);
 
     const test = target.network && !target.localDirs?.length ? it.concurrent : it;
+    // A trial takes a few seconds on a quiet machine; a soak is often run beside other work, so
+    // it is given more per trial (a bound on a hung run, not a performance target).
+    const perTrialMs = config.mode === 'soak' ? 15_000 : 6_000;
     if (target.network) {
       test(
         `network faults: ${config.networkTrials} trials, each command exact or a typed failure`,
         () => run('network faults', 0, networkTrials),
-        120_000 + config.networkTrials * 6_000,
+        120_000 + config.networkTrials * perTrialMs,
       );
     }
     test(
       `SIGKILL loop: ${config.killTrials} trials of fetch, put, commit, branch and upload`,
       () => run('SIGKILL loop', 1, killLoop),
-      120_000 + config.killTrials * 6_000,
+      120_000 + config.killTrials * perTrialMs,
     );
   });
 }
