@@ -9,13 +9,21 @@
  * @module
  */
 import type { ObjectInfo } from '../../src/contract/primitives.js';
+import { crc32cHexOfBase64 } from '../../src/core/crc32c.js';
 import { StoreError } from '../../src/core/errors.js';
 import type { ListedVersion } from '../../src/driver-kit/version-history.js';
 import { gcsUriText } from './errors.js';
 
 /** The fields of an object resource the driver reads (`timeDeleted`: a noncurrent generation). */
 export type ObjectResource = {
-  [field in 'name' | 'generation' | 'size' | 'md5Hash' | 'updated' | 'timeDeleted']?: string;
+  [field in
+    | 'name'
+    | 'generation'
+    | 'size'
+    | 'md5Hash'
+    | 'crc32c'
+    | 'updated'
+    | 'timeDeleted']?: string;
 };
 
 /** One page of `objects.list`. */
@@ -58,6 +66,7 @@ export function objectInfo(bucket: string, o: ObjectResource): ObjectInfo {
     versionId: generation,
     etag: md5Etag(o.md5Hash),
     md5: md5Hex(o.md5Hash),
+    crc32c: crc32cHexOfBase64(o.crc32c),
     lastModified: o.updated === undefined ? undefined : new Date(o.updated),
   };
 }
@@ -87,10 +96,14 @@ export function mediaInfo(
     throw new StoreError(`get ${gcsUriText(bucket, key)}: the response has no x-goog-generation`);
   }
   const total = /\/(\d+)$/.exec(headers['content-range'] ?? '')?.[1];
-  const md5 = /(?:^|,)\s*md5=([^,\s]+)/.exec(headers['x-goog-hash'] ?? '')?.[1];
+  const hashes = headers['x-goog-hash'] ?? '';
+  const md5 = /(?:^|,)\s*md5=([^,\s]+)/.exec(hashes)?.[1];
+  const crc = /(?:^|,)\s*crc32c=([^,\s]+)/.exec(hashes)?.[1];
   const stored = /^\d+$/.exec(headers['x-goog-stored-content-length'] ?? '')?.[0];
   const size = Number(total ?? stored ?? contentLength);
-  return { key, size, version: generation, versionId: generation, etag: md5Etag(md5) };
+  const etag = md5Etag(md5);
+  const crc32c = crc32cHexOfBase64(crc);
+  return { key, size, version: generation, versionId: generation, etag, crc32c };
 }
 
 /**

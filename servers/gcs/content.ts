@@ -12,7 +12,7 @@
  * @module
  */
 import { createHash, type Hash } from 'node:crypto';
-import { crc32c, crc32cBase64 } from './crc32c.js';
+import { crc32c, crc32cBase64 } from '../../src/core/crc32c.js';
 
 /** Immutable object bytes with their digests. */
 export class Content {

@@ -5,7 +5,9 @@
  * A record carries a digest of the content only sometimes: a `sha256` field (written by tools
  * that know it), or an ETag that is a plain MD5 — S3's ETag of an object uploaded in one part
  * (`"<32 hex>"`, no `-N` suffix), GCS's (the driver reports `md5Hash` in that form) and the
- * local store's ETag — or an answer's Content-MD5 (Azure: {@link GetResult.contentMd5}).
+ * local store's ETag — or an answer's Content-MD5 (Azure: {@link GetResult.contentMd5}), or,
+ * where none of those is stated, the store's CRC32C ({@link ObjectInfo.crc32c}: GCS composite
+ * objects have no MD5; a CRC32C catches a flipped byte, though not a forgery).
  * Multipart ETags (`"…-N"`) and Azure ETags are not content hashes and are never checked as such: the shape is the test, so a driver whose ETag stops being an MD5 is
  * simply not checked, never wrongly refused. The one exception the shape cannot see is an S3
  * object encrypted with SSE-KMS or SSE-C, whose 32-hex ETag is not its MD5: its GET response
@@ -20,14 +22,15 @@
  *
  * @module
  */
-import crypto, { createHash, type Hash } from 'node:crypto';
+import crypto, { createHash } from 'node:crypto';
 import { closeSync, constants as fsc, fstatSync, openSync, read, readSync } from 'node:fs';
 import type { GetResult } from '../contract/primitives.js';
+import { Crc32cHash } from '../core/crc32c.js';
 import { ObjectIntegrityError } from '../core/errors.js';
 
 /** A digest the bytes must have. */
 export interface ContentDigest {
-  algorithm: 'md5' | 'sha256';
+  algorithm: 'md5' | 'sha256' | 'crc32c';
   /** Lower-case hex. */
   hex: string;
 }
@@ -35,6 +38,7 @@ export interface ContentDigest {
 const PLAIN_MD5_ETAG = /^"?([0-9a-fA-F]{32})"?$/;
 const SHA256_HEX = /^[0-9a-fA-F]{64}$/;
 const MD5_HEX = /^[0-9a-fA-F]{32}$/;
+const CRC32C_HEX = /^[0-9a-f]{8}$/;
 
 /** The MD5 an ETag states (a plain one: 32 hex, quoted or not, no `-N`), else `undefined`. */
 export function md5OfEtag(etag: string | undefined): string | undefined {
@@ -53,35 +57,41 @@ export function statedMd5(info: { md5?: string | undefined; etag?: string | unde
 
 /**
  * The digest a record states: its `sha256` when that is 64 hex, else the MD5 of a plain ETag,
- * else `undefined` (nothing to check but the size).
+ * else its `crc32c` when that is 8 hex, else `undefined` (nothing to check but the size).
  */
 export function recordedDigest(record: {
   etag?: string | undefined;
   sha256?: unknown;
+  crc32c?: unknown;
 }): ContentDigest | undefined {
   const sha = record.sha256;
   if (typeof sha === 'string' && SHA256_HEX.test(sha)) {
     return { algorithm: 'sha256', hex: sha.toLowerCase() };
   }
   const md5 = md5OfEtag(record.etag);
-  return md5 === undefined ? undefined : { algorithm: 'md5', hex: md5 };
+  if (md5 !== undefined) return { algorithm: 'md5', hex: md5 };
+  const crc = record.crc32c;
+  return typeof crc === 'string' && CRC32C_HEX.test(crc)
+    ? { algorithm: 'crc32c', hex: crc }
+    : undefined;
 }
 
 /**
  * The digest the bytes of a GET must have, as its answer states it: {@link recordedDigest} of
  * the object it describes (a recorded `sha256`, else a plain-MD5 ETag), without the MD5 when
  * the driver says the ETag is not one ({@link GetResult.etagNotMd5}); else the answer's own MD5
- * of the bytes ({@link GetResult.contentMd5}: Azure's Content-MD5), when it states one.
+ * of the bytes ({@link GetResult.contentMd5}: Azure's Content-MD5), when it states one; else
+ * the object's CRC32C ({@link ObjectInfo.crc32c}).
  */
 export function statedDigest(
   res: Pick<GetResult, 'info' | 'etagNotMd5' | 'contentMd5'>,
 ): ContentDigest | undefined {
-  const stated = checkableWith(recordedDigest(res.info), res);
+  const { crc32c, ...rest } = res.info;
+  const stated = checkableWith(recordedDigest(rest), res);
   if (stated !== undefined) return stated;
   const md5 = res.contentMd5;
-  return md5 !== undefined && MD5_HEX.test(md5)
-    ? { algorithm: 'md5', hex: md5.toLowerCase() }
-    : undefined;
+  if (md5 !== undefined && MD5_HEX.test(md5)) return { algorithm: 'md5', hex: md5.toLowerCase() };
+  return recordedDigest({ crc32c });
 }
 
 /**
@@ -99,14 +109,28 @@ export function checkableWith(
 /** Node's one-shot digest (20.12+), cheaper than a Hash object for a body held whole. */
 const oneShot = (crypto as { hash?: (algorithm: string, data: Uint8Array) => string }).hash;
 
+/** A running hash of `algorithm`, with the `update`/`digest('hex')` of a `node:crypto` Hash. */
+export interface DigestHash {
+  update(data: Uint8Array): unknown;
+  digest(encoding: 'hex'): string;
+}
+
+/** A fresh running hash of `algorithm`. */
+function newHash(algorithm: ContentDigest['algorithm']): DigestHash {
+  return algorithm === 'crc32c' ? new Crc32cHash() : createHash(algorithm);
+}
+
 /** The digest of bytes held in memory, as lower-case hex. */
 export function digestOf(algorithm: ContentDigest['algorithm'], data: Uint8Array): string {
-  return oneShot ? oneShot(algorithm, data) : createHash(algorithm).update(data).digest('hex');
+  if (algorithm !== 'crc32c' && oneShot) return oneShot(algorithm, data);
+  const hash = newHash(algorithm);
+  hash.update(data);
+  return hash.digest('hex');
 }
 
 /** A running hash for `digest`, or `undefined` when there is none to check. */
-export function hasherFor(digest: ContentDigest | undefined): Hash | undefined {
-  return digest === undefined ? undefined : createHash(digest.algorithm);
+export function hasherFor(digest: ContentDigest | undefined): DigestHash | undefined {
+  return digest === undefined ? undefined : newHash(digest.algorithm);
 }
 
 /** Files up to this size are hashed with direct reads (see src/cache/cache.ts). */
@@ -160,7 +184,7 @@ export async function fdDigest(
     }
     return digestOf(algorithm, buf);
   }
-  const hash = createHash(algorithm);
+  const hash = newHash(algorithm);
   const buf = Buffer.allocUnsafe(READ_CHUNK);
   let total = 0;
   while (total < size) {

@@ -105,7 +105,11 @@ function expectedOf(
   const digest = statedDigest(res);
   if (digest === undefined) return undefined;
   const source =
-    digest.algorithm === 'sha256' ? "the object's recorded sha256" : "the store's ETag";
+    digest.algorithm === 'sha256'
+      ? "the object's recorded sha256"
+      : digest.algorithm === 'crc32c'
+        ? "the store's CRC32C"
+        : "the store's ETag";
   return { ...digest, uri, source };
 }
 
@@ -496,6 +500,7 @@ async function fetchVersion(
       size: res.info.size,
       etag: res.info.etag,
       sha256: res.info.sha256,
+      crc32c: res.info.crc32c,
       etagNotMd5: res.etagNotMd5 === true ? true : undefined,
     });
     downloaded = 1;

@@ -20,6 +20,8 @@ export interface VersionMeta {
   etag?: string | undefined;
   /** The SHA-256 recorded with the object, when its GET reported one. */
   sha256?: string | undefined;
+  /** The CRC32C its GET reported (`ObjectInfo.crc32c`), checked where no MD5 or SHA-256 is. */
+  crc32c?: string | undefined;
   /** Its GET said the ETag is not the bytes' MD5 (`GetResult.etagNotMd5`). */
   etagNotMd5?: boolean | undefined;
 }

@@ -49,6 +49,12 @@ export interface ObjectInfo {
    * MD5 (`statedMd5`, src/cache/content-digest.ts). Never set from a multipart ETag or one the store says is no MD5.
    */
   md5?: string | undefined;
+  /**
+   * The CRC32C (8 lower-case hex: its four bytes, big-endian) of the bytes, as the store states
+   * it: GCS's `crc32c`. The core checks a whole download against it only where the store states
+   * no MD5 and no SHA-256 was recorded (a GCS composite object).
+   */
+  crc32c?: string | undefined;
 }
 
 /** One page of a listing: the folder prefixes (each ending in the delimiter) and the objects. */

@@ -4,8 +4,8 @@
  * (cloud.google.com/storage/docs/composite-objects). provcat takes an object's MD5 from
  * `md5Hash` / `x-goog-hash`; a composite has neither, so:
  *
- * - `stat` and listings report no ETag, and a fetch checks the bytes by their size only (a
- *   short or long body is caught; the cache has no digest to compare a flipped byte with);
+ * - `stat` and listings report no ETag, and a fetch checks the bytes by their size and the
+ *   object's CRC32C (a short, long or flipped body is refused, nothing cached);
  * - `push` cannot prove a composite holds a local file's bytes and uploads the file again
  *   (the driver does not compare CRC32Cs); the object it writes is an ordinary one with an
  *   MD5, so the next push skips it.
@@ -19,8 +19,8 @@ import path from 'node:path';
 import { Storage } from '@google-cloud/storage';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { GcsStore } from '../../drivers/gcs/index.js';
-import { crc32c, crc32cBase64 } from '../../servers/gcs/crc32c.js';
 import { startGcsServer } from '../../servers/gcs/server.js';
+import { crc32c, crc32cBase64 } from '../../src/core/crc32c.js';
 import { ObjectIntegrityError } from '../../src/core/errors.js';
 
 const server = await startGcsServer();
@@ -75,26 +75,47 @@ for (const lean of [true, false]) {
       expect(listed?.size).toBe(data.length);
     });
 
-    it('fetches a composite by its size: right bytes, and a short or long body refused', async () => {
+    it('fetches a composite checked by its size and CRC32C: a short, long or flipped body refused', async () => {
       const key = `fetch-${randomBytes(3).toString('hex')}`;
       const data = await composite(key);
       const s = store(lean);
       const uri = `gs://${bucketName}/${key}`;
       const media = { method: 'GET', path: new RegExp(`/o/${key}$`) };
-      for (const mode of ['truncate', 'extend'] as const) {
+      const kinds = { truncate: 'PrematureEof', extend: 'TooLong', flipByte: 'DigestMismatch' };
+      for (const mode of ['truncate', 'extend', 'flipByte'] as const) {
         server.faults.mangle({ ...media, mode, times: 10 }); // more than the driver's retries
         const failed = await s.fetch(uri).then(
           () => undefined,
           (error: unknown) => error,
         );
         expect(failed, mode).toBeInstanceOf(ObjectIntegrityError);
-        expect((failed as ObjectIntegrityError).kind).toBe(
-          mode === 'truncate' ? 'PrematureEof' : 'TooLong',
-        );
+        expect((failed as ObjectIntegrityError).kind).toBe(kinds[mode]);
         server.faults.clear();
       }
       const fetched = await s.fetch(uri);
       expect(await readFile(fetched.path)).toEqual(data);
+    });
+
+    it('a pinned composite is checked by its CRC32C too: a flipped byte is never cached', async () => {
+      const key = `pinned-${randomBytes(3).toString('hex')}`;
+      const data = await composite(key);
+      const s = store(lean);
+      const pinned = await s.pin(`gs://${bucketName}/${key}`);
+      server.faults.mangle({
+        method: 'GET',
+        path: new RegExp(`/o/${key}$`),
+        mode: 'flipByte',
+        times: 10,
+      });
+      const failed = await s.fetch(pinned).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failed).toBeInstanceOf(ObjectIntegrityError);
+      expect((failed as ObjectIntegrityError).kind).toBe('DigestMismatch');
+      expect((failed as Error).message).toMatch(/CRC32C [0-9a-f]{8}, the store's CRC32C says/);
+      server.faults.clear();
+      expect(await readFile((await s.fetch(pinned)).path)).toEqual(data);
     });
 
     it('push uploads a file over a composite of the same bytes (unprovable), then skips it', async () => {

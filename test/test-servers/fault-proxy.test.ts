@@ -195,8 +195,11 @@ describe('fault proxy', () => {
     process.stdout.write(
       `fault proxy: 10 ms each way added ${added.toFixed(1)} ms to the median round trip (${base.toFixed(1)} → ${slow.toFixed(1)} ms)\n`,
     );
+    // Never less than asked (a timer never fires early). Not twice it either: latency applied
+    // to a message's head and again to its body would add 40 ms; the median of 25 round trips
+    // keeps the machine's own noise (up to 15 ms seen beside a loaded run) below that.
     expect(added).toBeGreaterThanOrEqual(20);
-    expect(added).toBeLessThan(35);
+    expect(added).toBeLessThan(40);
     expect(proxy.stats().faults.latency).toBeGreaterThanOrEqual(25);
   });
 

@@ -11,8 +11,8 @@
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { Storage } from '@google-cloud/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { crc32c, crc32cBase64 } from '../../servers/gcs/crc32c.js';
 import { type GcsTestServer, startGcsServer } from '../../servers/gcs/server.js';
+import { crc32c, crc32cBase64 } from '../../src/core/crc32c.js';
 import { rejection } from '../../src/testing/rejection.js';
 
 /** The SDK's error fields the tests read. */

@@ -26,8 +26,8 @@ import {
   Storage,
 } from '@google-cloud/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { crc32c, crc32cBase64 } from '../../servers/gcs/crc32c.js';
 import { type GcsTestServer, startGcsServer } from '../../servers/gcs/server.js';
+import { crc32c, crc32cBase64 } from '../../src/core/crc32c.js';
 import { rejection } from '../../src/testing/rejection.js';
 
 const KiB = 1024;

@@ -1,11 +1,14 @@
 /**
  * CRC32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum GCS keeps for every object.
  *
- * Written here rather than borrowed from the SDK under test: if the server used the SDK's own
- * CRC32C, a bug in it would agree with itself and every upload validation would still pass.
- * Slicing-by-8 (eight 256-entry tables) keeps a 200 MiB upload's checksum well under a second
- * without a native module; it is the same function as the one-table version, checked against
- * the standard vectors in test/test-servers/gcs-server.test.ts.
+ * provcat checks a download against it where GCS states no MD5 (a composite object:
+ * src/cache/content-digest.ts), and the project's GCS test server computes it for every object
+ * (servers/gcs/content.ts). Written here rather than borrowed from the SDK: the SDK validates
+ * its uploads with its own CRC32C, so a bug here would show as uploads to the test server that
+ * the SDK refuses, not as a function that agrees with itself. Slicing-by-8 (eight 256-entry
+ * tables) keeps a 200 MiB checksum well under a second without a native module; it is the same
+ * function as the one-table version, checked against the standard vectors in
+ * test/test-servers/gcs-server.test.ts.
  *
  * GCS renders the value as base64 of the four bytes in big-endian order (`crc32c` in the JSON
  * resource, `x-goog-hash: crc32c=...`).
@@ -86,4 +89,27 @@ export function crc32cBase64(value: number): string {
   const bytes = Buffer.alloc(4);
   bytes.writeUInt32BE(value >>> 0, 0);
   return bytes.toString('base64');
+}
+
+/** A running CRC32C with the `update`/`digest('hex')` shape of a `node:crypto` Hash. */
+export class Crc32cHash {
+  private value = 0;
+
+  /** Add `data`; returns this, as Hash does. */
+  update(data: Uint8Array): this {
+    this.value = crc32c(data, this.value);
+    return this;
+  }
+
+  /** The CRC32C so far as 8 lower-case hex digits (its four bytes, big-endian). */
+  digest(_encoding: 'hex'): string {
+    return this.value.toString(16).padStart(8, '0');
+  }
+}
+
+/** A GCS CRC32C (base64 of four bytes, big-endian) as 8 lower-case hex; `undefined` if not one. */
+export function crc32cHexOfBase64(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  const bytes = Buffer.from(value, 'base64');
+  return bytes.length === 4 ? bytes.toString('hex') : undefined;
 }
