@@ -1,0 +1,211 @@
+/**
+ * `fetch(uri, {to})` and `provcat fetch URI --to DIR`: a file or folder put where the user wants
+ * it, as plain independent files, by way of the cache.
+ *
+ * - The data is fetched into the cache first (verified there, only what changed transferred),
+ *   then copied from the cache to DIR: each file a reflink where the file system has them (Btrfs,
+ *   XFS, APFS: no bytes copied, yet an independent file), else a copy. Nothing in DIR is a link
+ *   to the cache, so the user may edit, move or delete files there without touching the cache.
+ * - A rerun writes only what differs: a file is kept when it is a regular file of the cached
+ *   copy's size and modification time (each copy is given its source's mtime, the quick check
+ *   rsync makes); a file edited since, or missing, is written again. Each write goes to a temp
+ *   file beside the target, renamed over it: a reader never sees half a file.
+ * - With `delete`, files under DIR that the fetched folder lacks are removed (then the folders
+ *   left empty by that).
+ * - Refused before anything is written under DIR: a DIR that is not a real directory (a
+ *   symbolic link, a file, a device); a DIR that holds a symbolic link or a special file anywhere
+ *   (a link could lead a write outside DIR); a local folder where a fetched file goes, or a file
+ *   where a fetched folder goes. Keys no local name can hold (unnameable keys, names one
+ *   case-insensitive or normalizing disk would store as one) are refused by the fetch itself,
+ *   before anything is cached or written.
+ *
+ * @module
+ */
+import { constants as fsc } from 'node:fs';
+import { copyFile, lstat, mkdir, readdir, rename, rm, rmdir, utimes } from 'node:fs/promises';
+import path from 'node:path';
+import type { FetchOptions, FetchResult } from '../cache/transfer.js';
+import { InvalidArgument } from '../core/errors.js';
+import { tempPathFor } from '../core/fs-atomic.js';
+import { checkOutputDirectory } from '../core/output-file.js';
+import type { Uri } from '../core/uri.js';
+
+/** Options of `ObjectStore.fetch` with `to`. */
+export interface FetchToOptions extends FetchOptions {
+  /** The local folder to copy the file or folder into (made when missing). */
+  to: string;
+  /** Also remove files under `to` that the fetched folder lacks. Default false. */
+  delete?: boolean | undefined;
+}
+
+/** What `ObjectStore.fetch` with `to` returns. */
+export interface FetchToResult {
+  /** The local folder, absolute. */
+  path: string;
+  /** Files of the fetched file or folder. */
+  files: number;
+  /** Files written under `path` by this call (0 on a rerun with nothing changed). */
+  written: number;
+  /** Files removed from `path` by this call (`delete`). */
+  deleted: number;
+  /** Bytes written under `path` by this call. */
+  bytes: number;
+}
+
+/** A file or folder found under the local folder. */
+interface LocalEntry {
+  dir: boolean;
+  size: number;
+  mtimeMs: number;
+}
+
+/** Every entry below `dir` (relative paths with `/`); refuses links and special files. */
+async function scanLocal(dir: string, option: string): Promise<Map<string, LocalEntry>> {
+  const found = new Map<string, LocalEntry>();
+  let top: string[];
+  try {
+    top = await readdir(dir, { recursive: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return found;
+    throw error;
+  }
+  for (const name of top.sort()) {
+    const full = path.join(dir, name);
+    const st = await lstat(full);
+    const rel = name.split(path.sep).join('/');
+    if (st.isSymbolicLink()) {
+      throw new InvalidArgument(
+        `${option} ${dir} holds a symbolic link (${rel}): fetch writes through no link and deletes none; remove it or choose another folder`,
+      );
+    }
+    if (!st.isFile() && !st.isDirectory()) {
+      throw new InvalidArgument(
+        `${option} ${dir} holds ${rel}, which is neither a file nor a folder (a device, FIFO or socket)`,
+      );
+    }
+    found.set(rel, { dir: st.isDirectory(), size: st.size, mtimeMs: st.mtimeMs });
+  }
+  return found;
+}
+
+/** The files of the cached copy: `rel → {size, mtimeMs}` (one file: its own name). */
+async function cachedFiles(
+  u: Uri,
+  cached: string,
+): Promise<Map<string, { src: string; size: number; mtimeMs: number }>> {
+  const out = new Map<string, { src: string; size: number; mtimeMs: number }>();
+  const top = await lstat(cached);
+  if (top.isFile()) {
+    out.set(u.name, { src: cached, size: top.size, mtimeMs: top.mtimeMs });
+    return out;
+  }
+  for (const name of (await readdir(cached, { recursive: true })).map(String).sort()) {
+    const src = path.join(cached, name);
+    const st = await lstat(src);
+    if (!st.isFile()) continue;
+    out.set(name.split(path.sep).join('/'), { src, size: st.size, mtimeMs: st.mtimeMs });
+  }
+  return out;
+}
+
+/** Refuse a fetched file whose local path, or a folder on its way, is of the other kind. */
+function checkShapes(dir: string, files: Iterable<string>, local: Map<string, LocalEntry>): void {
+  for (const rel of files) {
+    const here = local.get(rel);
+    if (here?.dir) {
+      throw new InvalidArgument(
+        `${path.join(dir, rel)} is a folder where the fetched file ${rel} goes; nothing was written`,
+      );
+    }
+    const parts = rel.split('/');
+    for (let i = 1; i < parts.length; i++) {
+      const folder = parts.slice(0, i).join('/');
+      const at = local.get(folder);
+      if (at !== undefined && !at.dir) {
+        throw new InvalidArgument(
+          `${path.join(dir, folder)} is a file where the fetched folder ${folder}/ goes; nothing was written`,
+        );
+      }
+    }
+  }
+}
+
+/**
+ * Same bytes by the quick check: a regular file of the same size and modification time (to the
+ * millisecond: `utimes` goes through a float of seconds, so the time set may differ by a few ns).
+ */
+function unchanged(local: LocalEntry | undefined, src: { size: number; mtimeMs: number }): boolean {
+  return (
+    local !== undefined &&
+    !local.dir &&
+    local.size === src.size &&
+    Math.abs(local.mtimeMs - src.mtimeMs) < 1
+  );
+}
+
+/**
+ * Fetch `u` into the cache with `fetch`, then make `options.to` hold exactly its files (see the
+ * module comment).
+ */
+export async function fetchTo(
+  u: Uri,
+  options: FetchToOptions,
+  fetch: (options: FetchOptions) => Promise<FetchResult>,
+): Promise<FetchToResult> {
+  const option = '--to';
+  const dir = path.resolve(options.to);
+  checkOutputDirectory(dir, option);
+  // Refusals that need no store call come first: a link or special file under DIR.
+  await scanLocal(dir, option);
+  const fetched = await fetch(options);
+  const files = await cachedFiles(u, fetched.path);
+  // Scanned again: the fetch may have taken a while.
+  checkOutputDirectory(dir, option);
+  const local = await scanLocal(dir, option);
+  checkShapes(dir, files.keys(), local);
+  let written = 0;
+  let bytes = 0;
+  await mkdir(dir, { recursive: true });
+  for (const [rel, src] of files) {
+    options.signal?.throwIfAborted();
+    if (unchanged(local.get(rel), src)) continue;
+    const target = path.join(dir, ...rel.split('/'));
+    await mkdir(path.dirname(target), { recursive: true });
+    const temp = tempPathFor(target);
+    try {
+      // A reflink where the file system has one, else a plain copy: never a link to the cache.
+      await copyFile(src.src, temp, fsc.COPYFILE_FICLONE);
+      const seconds = src.mtimeMs / 1000;
+      await utimes(temp, seconds, seconds);
+      await rename(temp, target);
+    } catch (error) {
+      await rm(temp, { force: true });
+      throw error;
+    }
+    written++;
+    bytes += src.size;
+  }
+  let deleted = 0;
+  if (options.delete === true) {
+    const keep = new Set<string>();
+    for (const rel of files.keys()) {
+      const parts = rel.split('/');
+      for (let i = 1; i <= parts.length; i++) keep.add(parts.slice(0, i).join('/'));
+    }
+    // Deepest first, so a folder is emptied before it is looked at.
+    const gone = [...local.entries()].filter(([rel]) => !keep.has(rel)).reverse();
+    for (const [rel, entry] of gone) {
+      const full = path.join(dir, ...rel.split('/'));
+      if (entry.dir) {
+        await rmdir(full).catch((error: NodeJS.ErrnoException) => {
+          // A folder still holding something kept (nothing is, by construction) stays.
+          if (error.code !== 'ENOTEMPTY') throw error;
+        });
+      } else {
+        await rm(full);
+        deleted++;
+      }
+    }
+  }
+  return { path: dir, files: files.size, written, deleted, bytes };
+}
