@@ -34,7 +34,7 @@ const groups: { names: readonly string[]; load: () => Promise<Command[]> }[] = [
   },
   {
     names: ['upload', 'cat', 'verify'],
-    load: async () => (await import('./commands/lake.js')).lakeCommands,
+    load: async () => (await import('./commands/read.js')).readCommands,
   },
   {
     names: ['refs add', 'refs retire', 'refs ls', 'gc plan', 'gc apply', 'gc keep-set'],

@@ -31,13 +31,20 @@ async function drain(body: Readable): Promise<Buffer> {
 /** Record the ranges asked of `_get`/`_getVersion` and the bytes each answer declared. */
 function watchRanged(store: ObjectStore) {
   const asked: { range: ByteRange | undefined; bytes: number }[] = [];
+  // A driver's `_getVersion` may be its `_get` with a version: only the outer call counts.
+  let depth = 0;
   for (const name of ['_get', '_getVersion'] as const) {
     const real = store[name].bind(store) as (...a: unknown[]) => ReturnType<ObjectStore['_get']>;
     vi.spyOn(store, name).mockImplementation(async (...args: unknown[]) => {
-      const res = await real(...args);
-      const options = args.at(-1) as GetOptions | undefined;
-      asked.push({ range: options?.range, bytes: res.contentLength });
-      return res;
+      depth++;
+      try {
+        const res = await real(...args);
+        const options = args[name === '_get' ? 2 : 3] as GetOptions | undefined;
+        if (depth === 1) asked.push({ range: options?.range, bytes: res.contentLength });
+        return res;
+      } finally {
+        depth--;
+      }
     });
   }
   return asked;
