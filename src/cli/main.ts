@@ -63,6 +63,7 @@ async function findCommand(words: string[]): Promise<Command | undefined> {
 const GLOBAL = {
   json: { type: 'boolean' },
   offline: { type: 'boolean' },
+  profile: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -71,7 +72,7 @@ function helpText(commands: Command[]): string {
   return [
     'provcat: files in object stores by URI, cached, offline, pinned.',
     '',
-    'usage: provcat COMMAND [ARGS] [--json] [--offline]',
+    'usage: provcat COMMAND [ARGS] [--json] [--offline] [--profile NAME]',
     '',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
@@ -148,6 +149,8 @@ export async function main(
     },
   };
   if (ctx.offline) io.env.PROVCAT_OFFLINE = '1';
+  // A named endpoint (src/store/profiles.ts) for every store the command opens.
+  if (typeof parsed.values.profile === 'string') io.env.PROVCAT_PROFILE = parsed.values.profile;
   try {
     return (
       (await command.run({ positionals, values: parsed.values as CliArgs['values'] }, ctx)) ?? 0
