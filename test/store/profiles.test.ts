@@ -102,16 +102,16 @@ describe('the config file', () => {
     const env = config('[profile l]\nscheme = local\nroot = /tmp/x\n');
     const other = await rejection(storeFor('s3://b/k', { profile: 'l', env }));
     expect(other).toBeInstanceOf(InvalidArgument);
-    expect(other.message).toMatch(/profile l \(.*config:1\) is for local:\/\/ URIs/);
+    expect((other as Error).message).toMatch(/profile l \(.*config:1\) is for local:\/\/ URIs/);
     const unknown = await rejection(storeFor('local://b/k', { profile: 'm', env }));
-    expect(unknown.message).toMatch(/no profile m in .* \(profiles: l\)/);
+    expect((unknown as Error).message).toMatch(/no profile m in .* \(profiles: l\)/);
     const noFile = await rejection(
       storeFor('local://b/k', { env: { PROVCAT_CONFIG: path.join(work, 'none') }, profile: 'l' }),
     );
-    expect(noFile.message).toMatch(/does not exist/);
+    expect((noFile as Error).message).toMatch(/does not exist/);
     // PROVCAT_PROFILE selects too.
     const viaEnv = await rejection(storeFor('s3://b/k', { env: { ...env, PROVCAT_PROFILE: 'l' } }));
-    expect(viaEnv.message).toMatch(/is for local:\/\//);
+    expect((viaEnv as Error).message).toMatch(/is for local:\/\//);
   });
 });
 
@@ -184,7 +184,7 @@ describe('two profiles in one process', () => {
           expect(await gs.readText(`gs://${bucket}/k.txt`)).toBe('gcs');
           const refused = await rejection(wrong.stat(`s3://${bucket}/k.txt`));
           expect(refused).toBeInstanceOf(StoreError);
-          expect(refused.message).not.toContain('not-the-secret');
+          expect((refused as Error).message).not.toContain('not-the-secret');
           await s3.delete(`s3://${bucket}/k.txt`);
         } finally {
           await Promise.all([s3.close(), gs.close(), wrong.close()]);
