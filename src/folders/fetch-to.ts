@@ -10,6 +10,8 @@
  *   copy's size and modification time (each copy is given its source's mtime, the quick check
  *   rsync makes); a file edited since, or missing, is written again. Each write goes to a temp
  *   file beside the target, renamed over it: a reader never sees half a file.
+ * - `onProgress` hears of the fetch into the cache (`fetch`), then of the copies (`copy`: bytes
+ *   and files written of those to write).
  * - With `delete`, files under DIR that the fetched folder lacks are removed (then the folders
  *   left empty by that).
  * - Refused before anything is written under DIR: a DIR that is not a real directory (a
@@ -166,9 +168,19 @@ export async function fetchTo(
   let written = 0;
   let bytes = 0;
   await mkdir(dir, { recursive: true });
-  for (const [rel, src] of files) {
+  const todo = [...files].filter(([rel, src]) => !unchanged(local.get(rel), src));
+  const totalBytes = todo.reduce((n, [, src]) => n + src.size, 0);
+  const report = (): void =>
+    options.onProgress?.({
+      operation: 'copy',
+      uri: u.toString(),
+      bytes,
+      totalBytes,
+      files: written,
+      totalFiles: todo.length,
+    });
+  for (const [rel, src] of todo) {
     options.signal?.throwIfAborted();
-    if (unchanged(local.get(rel), src)) continue;
     const target = path.join(dir, ...rel.split('/'));
     await mkdir(path.dirname(target), { recursive: true });
     const temp = tempPathFor(target);
@@ -184,6 +196,7 @@ export async function fetchTo(
     }
     written++;
     bytes += src.size;
+    report();
   }
   let deleted = 0;
   if (options.delete === true) {

@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
 import type { ByteRange, GetOptions } from '../contract/primitives.js';
+import type { Progress } from '../contract/store-context.js';
 import { InvalidArgument, NotFound, OfflineMiss, UriError } from '../core/errors.js';
 import { InvalidRange } from '../lake/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
@@ -174,8 +175,12 @@ export function readSuite(target: ConformanceTarget): void {
       const files = { 'a.csv': CSV, 'sub/b.txt': 'bee', 'sub/deep/c.bin': 'sea' };
       const { store, url } = await setup(files);
       const dir = path.join(mkdtempSync(path.join(tmpdir(), 'provcat-to-')), 'out');
-      const first = await store.fetch(url(''), { to: dir });
+      const heard: Progress[] = [];
+      const first = await store.fetch(url(''), { to: dir, onProgress: (e) => heard.push(e) });
       expect(first).toEqual({ path: dir, files: 3, written: 3, deleted: 0, bytes: CSV.length + 6 });
+      // The fetch into the cache is reported, then the copies out of it.
+      expect(heard.some((e) => e.operation === 'fetch')).toBe(true);
+      expect(heard.at(-1)).toMatchObject({ operation: 'copy', bytes: first.bytes, files: 3 });
       expect(await readTree(dir)).toEqual(files);
       const again = await store.fetch(url(''), { to: dir });
       expect(again).toMatchObject({ files: 3, written: 0, deleted: 0, bytes: 0 });
