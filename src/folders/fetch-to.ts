@@ -17,7 +17,8 @@
  * - Refused before anything is written under DIR: a DIR that is not a real directory (a
  *   symbolic link, a file, a device); a DIR that holds a symbolic link or a special file anywhere
  *   (a link could lead a write outside DIR); a local folder where a fetched file goes, or a file
- *   where a fetched folder goes. Keys no local name can hold (unnameable keys, names one
+ *   where a fetched folder goes; a local name that differs from a fetched one only in case or
+ *   Unicode form (one disk may hold them as one name). Keys no local name can hold (unnameable keys, names one
  *   case-insensitive or normalizing disk would store as one) are refused by the fetch itself,
  *   before anything is cached or written.
  *
@@ -110,8 +111,34 @@ async function cachedFiles(
   return out;
 }
 
-/** Refuse a fetched file whose local path, or a folder on its way, is of the other kind. */
-function checkShapes(dir: string, files: Iterable<string>, local: Map<string, LocalEntry>): void {
+/** A name as a case-insensitive, normalizing disk (APFS, NTFS) compares it. */
+function folded(rel: string): string {
+  return rel.normalize('NFC').toLowerCase();
+}
+
+/**
+ * Refuse a fetched file whose local path, or a folder on its way, is of the other kind; and a
+ * local name that differs from a fetched one only in case or Unicode normalization (`Data.csv`
+ * and `data.csv`): on a disk that takes them for one, writing one would replace the other, and
+ * `delete` would then remove the file just written.
+ */
+function checkShapes(dir: string, files: readonly string[], local: Map<string, LocalEntry>): void {
+  const fetched = new Map<string, string>();
+  for (const rel of files) {
+    const parts = rel.split('/');
+    for (let i = 1; i <= parts.length; i++) {
+      const name = parts.slice(0, i).join('/');
+      fetched.set(folded(name), name);
+    }
+  }
+  for (const rel of local.keys()) {
+    const twin = fetched.get(folded(rel));
+    if (twin !== undefined && twin !== rel) {
+      throw new InvalidArgument(
+        `${path.join(dir, rel)} differs from the fetched ${twin} only in case or Unicode form; one disk may take them for one name: rename or remove it; nothing was written`,
+      );
+    }
+  }
   for (const rel of files) {
     const here = local.get(rel);
     if (here?.dir) {
@@ -164,7 +191,7 @@ export async function fetchTo(
   // Scanned again: the fetch may have taken a while.
   checkOutputDirectory(dir, option);
   const local = await scanLocal(dir, option);
-  checkShapes(dir, files.keys(), local);
+  checkShapes(dir, [...files.keys()], local);
   let written = 0;
   let bytes = 0;
   await mkdir(dir, { recursive: true });

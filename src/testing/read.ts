@@ -4,15 +4,15 @@
  *
  * @module
  */
-import { mkdtempSync } from 'node:fs';
-import { readFile, stat, symlink, writeFile } from 'node:fs/promises';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { describe, expect, it, vi } from 'vitest';
 import type { ByteRange, GetOptions } from '../contract/primitives.js';
 import type { Progress } from '../contract/store-context.js';
-import { InvalidArgument, NotFound, OfflineMiss, UriError } from '../core/errors.js';
+import { InvalidArgument, NotFound, OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import { InvalidRange } from '../lake/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { forbidPrimitives, readTree } from './fetch.js';
@@ -213,7 +213,6 @@ export function readSuite(target: ConformanceTarget): void {
       const withLink = path.join(base, 'linked');
       const outside = path.join(base, 'outside');
       await writeFile(outside, 'keep');
-      const { mkdir } = await import('node:fs/promises');
       await mkdir(withLink);
       await symlink(outside, path.join(withLink, 'a.csv'));
       expect(await rejection(store.fetch(url(''), { to: withLink }))).toBeInstanceOf(
@@ -228,6 +227,31 @@ export function readSuite(target: ConformanceTarget): void {
       await mkdir(path.join(shaped, 'a.csv'), { recursive: true });
       expect(await rejection(store.fetch(url(''), { to: shaped }))).toBeInstanceOf(InvalidArgument);
       expect(await readTree(shaped)).toEqual({});
+      // A local name one disk would take for a fetched one: refused, nothing written or deleted.
+      const twins = path.join(base, 'twins');
+      await mkdir(twins);
+      await writeFile(path.join(twins, 'A.CSV'), 'mine');
+      const twin = await rejection(store.fetch(url(''), { to: twins, delete: true }));
+      expect(twin).toBeInstanceOf(InvalidArgument);
+      expect(await readTree(twins)).toEqual({ 'A.CSV': 'mine' });
     });
+
+    it('fetch --to refuses folders no disk could hold before anything is written', async () => {
+      const { store, url } = await setup({ 'Dir/a': '1', 'dir/a': '2' });
+      const to = path.join(mkdtempSync(path.join(tmpdir(), 'provcat-to-')), 'out');
+      expect(await rejection(store.fetch(url(''), { to }))).toBeInstanceOf(StoreError);
+      expect(existsSync(to)).toBe(false);
+    });
+
+    it.runIf(target.flags.hostileKeys)(
+      'fetch --to refuses keys no URI can name before anything is written',
+      async () => {
+        const { store, p, url } = await setup({ 'ok.txt': 'ok' });
+        await store._put(target.bucket, `${p}x/../../escape`, Buffer.from('evil'));
+        const to = path.join(mkdtempSync(path.join(tmpdir(), 'provcat-to-')), 'out');
+        expect(await rejection(store.fetch(url(''), { to }))).toBeInstanceOf(UriError);
+        expect(existsSync(to)).toBe(false);
+      },
+    );
   });
 }
