@@ -102,7 +102,8 @@ export async function main(
     if (io.env.PROVCAT_DEBUG && error instanceof Error) io.stderr.write(`${error.stack}\n`);
     return error instanceof UsageError ? 2 : exitCodeOf(error);
   };
-  const words = argv.filter((a) => !a.startsWith('-'));
+  // The command's words: not options, nor the value of a global `--profile NAME` before them.
+  const words = argv.filter((a, i) => !a.startsWith('-') && argv[i - 1] !== '--profile');
   if (argv.includes('--version')) {
     io.stdout.write(`${version()}\n`);
     return 0;

@@ -99,3 +99,34 @@ describe('provcat fetch URI --to DIR', () => {
     expect(readFileSync(path.join(dir, 'empty', 'a.csv'), 'utf8')).toBe('aaa');
   });
 });
+
+describe('provcat --profile NAME', () => {
+  it('selects a named endpoint of the config file, before or after the command', () => {
+    const { dir, run } = sandbox();
+    const config = path.join(dir, 'config');
+    const other = path.join(dir, 'other-root');
+    mkdirSync(other);
+    writeFileSync(config, `[profile other]\nscheme = local\nroot = ${other}\n`);
+    const env = { ...process.env, PROVCAT_CONFIG: config, PROVCAT_LOCAL_ROOT: '' };
+    const runIn = (...args: string[]) => {
+      const r = spawnSync(process.execPath, [BIN, ...args], { env, encoding: 'utf8' });
+      return { code: r.status, out: r.stdout, err: r.stderr };
+    };
+    const src = path.join(dir, 'f.txt');
+    writeFileSync(src, 'in other');
+    expect(runIn('--profile', 'other', 'put', src, 'local://b/f.txt').code).toBe(0);
+    expect(runIn('cat', 'local://b/f.txt', '--profile', 'other')).toMatchObject({
+      code: 0,
+      out: 'in other',
+    });
+    // Not in the default root: the profile's root was used.
+    expect(run('cat', 'local://b/f.txt').code).toBe(3);
+    const bad = runIn('--profile', 'nope', 'cat', 'local://b/f.txt');
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/InvalidArgument: no profile nope in .*config \(profiles: other\)/);
+    writeFileSync(config, '[profile other]\nscheme = local\nroot\n');
+    const broken = runIn('--profile', 'other', 'cat', 'local://b/f.txt');
+    expect(broken.code).toBe(2);
+    expect(broken.err).toMatch(/config:3: expected "key = value"/);
+  });
+});
