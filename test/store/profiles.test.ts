@@ -98,6 +98,55 @@ describe('the config file', () => {
     expect(missing?.message).toMatch(/access-key-id-env names K, which is not set/);
   });
 
+  it('maps gs, az and local settings to their drivers, variables winning', () => {
+    const profiles = parseProfiles(
+      [
+        '[profile g]',
+        'scheme = gs',
+        'endpoint = http://127.0.0.1:4443',
+        'project = p',
+        'key-file = /k.json',
+        '[profile z]',
+        'scheme = az',
+        'endpoint = https://a.blob',
+        'account = a',
+        'account-key-env = AK',
+        '[profile l]',
+        'scheme = local',
+        'root = /r',
+      ].join('\n'),
+      'f',
+    );
+    const of = (name: string, env: NodeJS.ProcessEnv) => {
+      const p = profiles.get(name);
+      if (!p) throw new Error(name);
+      return profileOptions(p, env, { cache: '/c' });
+    };
+    expect(of('g', {})).toEqual({
+      apiEndpoint: 'http://127.0.0.1:4443',
+      projectId: 'p',
+      keyFilename: '/k.json',
+    });
+    expect(of('g', { STORAGE_EMULATOR_HOST: 'x' })).toEqual({
+      projectId: 'p',
+      keyFilename: '/k.json',
+    });
+    expect(of('z', { AK: 'key' })).toEqual({
+      endpoint: 'https://a.blob',
+      account: 'a',
+      accountKey: 'key',
+    });
+    expect(of('z', { AZURE_STORAGE_CONNECTION_STRING: 'cs' })).toEqual({});
+    expect(of('l', {})).toEqual({ root: '/r' });
+    expect(of('l', { PROVCAT_LOCAL_ROOT: '/env' })).toEqual({});
+    // Without a cache of the caller's, the profile's store caches apart.
+    const p = profiles.get('l');
+    if (!p) throw new Error('l');
+    expect(profileOptions(p, { PROVCAT_CACHE_DIR: '/cache' }, {})).toMatchObject({
+      cache: '/cache-profile-l',
+    });
+  });
+
   it('storeFor: a missing or unknown profile, or one of another scheme, is InvalidArgument', async () => {
     const env = config('[profile l]\nscheme = local\nroot = /tmp/x\n');
     const other = await rejection(storeFor('s3://b/k', { profile: 'l', env }));
