@@ -29,7 +29,7 @@ import { copyFile, lstat, mkdir, readdir, rename, rm, rmdir, utimes } from 'node
 import path from 'node:path';
 import type { FetchOptions, FetchResult } from '../cache/transfer.js';
 import { InvalidArgument } from '../core/errors.js';
-import { tempPathFor } from '../core/fs-atomic.js';
+import { judgeTemp, tempPathFor } from '../core/fs-atomic.js';
 import { checkOutputDirectory } from '../core/output-file.js';
 import type { Uri } from '../core/uri.js';
 
@@ -104,6 +104,10 @@ async function cachedFiles(
   }
   for (const name of (await readdir(cached, { recursive: true })).map(String).sort()) {
     const src = path.join(cached, name);
+    // A temp of this machine's cache writers (another process linking into the same copy) is
+    // not a file of the folder.
+    const verdict = judgeTemp(path.basename(name));
+    if (verdict === 'live' || verdict === 'dead') continue;
     const st = await lstat(src);
     if (!st.isFile()) continue;
     out.set(name.split(path.sep).join('/'), { src, size: st.size, mtimeMs: st.mtimeMs });

@@ -196,6 +196,11 @@ async function rangedRequest(
 ): Promise<Readable> {
   const where = u.toString();
   checkReadRange(range, undefined, where);
+  if (store.offline) {
+    throw new OfflineMiss(`offline, and ${where} is not in the cache (read it once online)`, {
+      uri: where,
+    });
+  }
   const t = await targetOf(store, u, signal);
   checkReadRange(range, t.size, where);
   store.online(u, 'read');

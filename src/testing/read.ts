@@ -109,6 +109,10 @@ export function readSuite(target: ConformanceTarget): void {
         expect(await rejection(offline.read(url('never.csv?at=version:x')))).toBeInstanceOf(
           OfflineMiss,
         );
+        const notCached = target.store({ cache: tempCache(), offline: true });
+        const spies2 = forbidPrimitives(notCached);
+        expect(await rejection(notCached.read(pinned, { range }))).toBeInstanceOf(OfflineMiss);
+        for (const spy of spies2) expect(spy).not.toHaveBeenCalled();
       },
     );
 
