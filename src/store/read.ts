@@ -14,7 +14,8 @@
  *   (`ObjectIntegrityError('RangeMismatch')`: a server or proxy that ignored `Range`), and
  *   deliver exactly that many bytes (`PrematureEof`/`TooLong`). The file's size comes from what
  *   the cache recorded of the version, else the commit, else one HEAD of the version.
- * - A range without a pin: online, one HEAD (the size) and one ranged GET, checked the same way;
+ * - A range without a pin: online, one HEAD (the size and the current version), then the range
+ *   from the cache when it holds that version, else one ranged GET, checked the same way;
  *   offline, the cached copy.
  *
  * @module
@@ -23,9 +24,9 @@ import { createReadStream } from 'node:fs';
 import { open, readFile, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { CachedStoreContext } from '../cache/context.js';
-import { fetchUri } from '../cache/fetch.js';
+import { blobIdentity, fetchUri } from '../cache/fetch.js';
 import { fileAt, loadCommit } from '../commits/read.js';
-import type { ByteRange, GetResult } from '../contract/primitives.js';
+import type { ByteRange, GetResult, ObjectInfo } from '../contract/primitives.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss, UriError } from '../core/errors.js';
 import type { Uri } from '../core/uri.js';
 import { InvalidRange } from '../lake/errors.js';
@@ -156,6 +157,8 @@ interface Target {
   size: number;
   versionId: string | undefined;
   etag: string | undefined;
+  /** Without a pin: what the HEAD said of the current object. */
+  current?: ObjectInfo | undefined;
 }
 
 /** The file a pinned or current URI names, for a ranged request (no bytes read). */
@@ -181,7 +184,22 @@ async function targetOf(
   }
   store.online(u, 'read');
   const info = await store._head(bucket, key, { signal });
-  return { bucket, key, size: info.size, versionId: undefined, etag: info.etag };
+  return { bucket, key, size: info.size, versionId: undefined, etag: info.etag, current: info };
+}
+
+/**
+ * The cached blob of the current version a HEAD named, when the cache holds it intact (the
+ * checks a fetch makes before it reuses a blob), else `undefined`. No store call.
+ */
+async function cachedCurrent(store: CachedStoreContext, t: Target): Promise<string | undefined> {
+  const info = t.current;
+  if (info === undefined) return undefined;
+  const ids = new Set([blobIdentity(info), `v:${info.version}`]);
+  for (const id of ids) {
+    const blob = store.cache.blobPath(store.scheme, t.bucket, t.key, id);
+    if (await store.cache.checkedBlob(blob, info.size, undefined, undefined)) return blob;
+  }
+  return undefined;
 }
 
 /**
@@ -203,6 +221,12 @@ async function rangedRequest(
   }
   const t = await targetOf(store, u, signal);
   checkReadRange(range, t.size, where);
+  // The current version already cached (a fetch or read brought it): the range comes from there.
+  const blob = await cachedCurrent(store, t);
+  if (blob !== undefined) {
+    const body = createReadStream(blob, { start: range.start, end: range.end - 1, signal });
+    return capRange(body, { uri: where, expected: range.end - range.start, signal });
+  }
   store.online(u, 'read');
   const options = { range, signal };
   const res: GetResult =

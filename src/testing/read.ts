@@ -71,12 +71,19 @@ export function readSuite(target: ConformanceTarget): void {
       expect(await store.readText(url('data/a.csv'))).toBe(CSV);
       expect((await drain(await store.openRead(url('data/a.csv')))).toString()).toBe(CSV);
       expect(get).not.toHaveBeenCalled();
-      vi.restoreAllMocks();
+      // A range of the current version, which the cache holds: a HEAD, no GET.
       const range = { start: 5, end: 14 };
       expect((await store.read(url('data/a.csv'), { range })).toString()).toBe(CSV.slice(5, 14));
       expect((await drain(await store.openRead(url('data/a.csv'), { range }))).toString()).toBe(
         CSV.slice(5, 14),
       );
+      expect(get).not.toHaveBeenCalled();
+      vi.restoreAllMocks();
+      // Not cached: one ranged GET of exactly the range.
+      const other = target.store({ cache: tempCache() });
+      const asked = watchRanged(other);
+      expect((await other.read(url('data/a.csv'), { range })).toString()).toBe(CSV.slice(5, 14));
+      expect(asked).toEqual([{ range, bytes: 9 }]);
       expect(await store.exists(url('data/a.csv'))).toBe(true);
       expect(await store.exists(url('data/'))).toBe(true);
       expect(await store.exists(url('data/none.csv'))).toBe(false);
