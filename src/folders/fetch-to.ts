@@ -8,7 +8,8 @@
  *   to the cache, so the user may edit, move or delete files there without touching the cache.
  * - A rerun writes only what differs: a file is kept when it is a regular file of the cached
  *   copy's size and modification time (each copy is given its source's mtime, the quick check
- *   rsync makes); a file edited since, or missing, is written again. Each write goes to a temp
+ *   rsync makes), or of its size and bytes (compared when only the mtime differs; the file then
+ *   gets the cached copy's mtime back); a file edited since, or missing, is written again. Each write goes to a temp
  *   file beside the target, renamed over it: a reader never sees half a file.
  * - `onProgress` hears of the fetch into the cache (`fetch`), then of the copies (`copy`: bytes
  *   and files written of those to write).
@@ -25,7 +26,7 @@
  * @module
  */
 import { constants as fsc } from 'node:fs';
-import { copyFile, lstat, mkdir, readdir, rename, rm, rmdir, utimes } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, open, readdir, rename, rm, rmdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import type { FetchOptions, FetchResult } from '../cache/transfer.js';
 import { InvalidArgument } from '../core/errors.js';
@@ -176,6 +177,23 @@ function unchanged(local: LocalEntry | undefined, src: { size: number; mtimeMs: 
   );
 }
 
+/** True when two files hold the same bytes (read side by side in 1 MiB chunks). */
+async function sameBytes(a: string, b: string): Promise<boolean> {
+  const [fa, fb] = await Promise.all([open(a, 'r'), open(b, 'r')]);
+  try {
+    const size = 1024 * 1024;
+    const [ba, bb] = [Buffer.alloc(size), Buffer.alloc(size)];
+    for (let at = 0; ; at += size) {
+      const [ra, rb] = await Promise.all([fa.read(ba, 0, size, at), fb.read(bb, 0, size, at)]);
+      if (ra.bytesRead !== rb.bytesRead) return false;
+      if (ra.bytesRead === 0) return true;
+      if (!ba.subarray(0, ra.bytesRead).equals(bb.subarray(0, rb.bytesRead))) return false;
+    }
+  } finally {
+    await Promise.all([fa.close(), fb.close()]);
+  }
+}
+
 /**
  * Fetch `u` into the cache with `fetch`, then make `options.to` hold exactly its files (see the
  * module comment).
@@ -199,7 +217,25 @@ export async function fetchTo(
   let written = 0;
   let bytes = 0;
   await mkdir(dir, { recursive: true });
-  const todo = [...files].filter(([rel, src]) => !unchanged(local.get(rel), src));
+  const todo: [string, { src: string; size: number; mtimeMs: number }][] = [];
+  for (const [rel, src] of files) {
+    const here = local.get(rel);
+    if (unchanged(here, src)) continue;
+    const target = path.join(dir, ...rel.split('/'));
+    // Same size, another mtime (the cache linked the version again, or a copy was touched):
+    // compared byte for byte; the same bytes only get the cache's mtime back.
+    if (
+      here !== undefined &&
+      !here.dir &&
+      here.size === src.size &&
+      (await sameBytes(src.src, target))
+    ) {
+      const seconds = src.mtimeMs / 1000;
+      await utimes(target, seconds, seconds);
+      continue;
+    }
+    todo.push([rel, src]);
+  }
   const totalBytes = todo.reduce((n, [, src]) => n + src.size, 0);
   const report = (): void =>
     options.onProgress?.({

@@ -5,7 +5,7 @@
  * @module
  */
 import { existsSync, mkdtempSync } from 'node:fs';
-import { mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
@@ -204,6 +204,13 @@ export function readSuite(target: ConformanceTarget): void {
       const restored = await store.fetch(url(''), { to: dir });
       expect(restored).toMatchObject({ written: 1, bytes: 3 });
       expect(await readFile(local, 'utf8')).toBe('bee');
+      // An edit of the same size is restored; a file only touched is not written again.
+      await writeFile(local, 'BEE');
+      expect(await store.fetch(url(''), { to: dir })).toMatchObject({ written: 1, bytes: 3 });
+      expect(await readFile(local, 'utf8')).toBe('bee');
+      await utimes(local, new Date(2001, 1, 1), new Date(2001, 1, 1));
+      expect(await store.fetch(url(''), { to: dir })).toMatchObject({ written: 0, bytes: 0 });
+      expect(await store.fetch(url(''), { to: dir })).toMatchObject({ written: 0, bytes: 0 });
       // Local extras stay unless `delete`.
       await writeFile(path.join(dir, 'extra.txt'), 'x');
       await store.delete(url('sub/deep/c.bin'));
