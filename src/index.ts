@@ -87,16 +87,22 @@ export {
   type CommitCallOptions,
   type FetchOptions,
   type FetchResult,
+  type FetchToOptions,
+  type FetchToResult,
   type Location,
   META_PREFIX,
   ObjectStore,
   type PutCallOptions,
+  type ReadOptions,
+  type ReadTextOptions,
   type WalkOptions,
 } from './store/object-store.js';
+export { configPath, loadProfile, type Profile, parseProfiles } from './store/profiles.js';
 export {
   type DriverFactory,
   registerDriver,
   registeredSchemes,
+  type StoreForOptions,
   storeFor,
 } from './store/registry.js';
 export {

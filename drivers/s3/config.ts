@@ -81,9 +81,24 @@ export interface S3StoreOptions extends StoreOptions {
   lean?: boolean | undefined;
   /**
    * Where to read the settings above from (endpoint, region, path style, create fallback,
-   * checksums). Default `process.env`. Credentials always come from the SDK's own chain.
+   * checksums). Default `process.env`. Credentials come from the SDK's own chain unless
+   * {@link credentials} or {@link awsProfile} is given.
    */
   env?: NodeJS.ProcessEnv | undefined;
+  /**
+   * Credentials to sign with instead of the SDK's default chain (a named endpoint's, read from
+   * the environment variables it names; src/store/profiles.ts). Never logged.
+   */
+  credentials?: S3Credentials | undefined;
+  /** The AWS shared-config profile whose credentials to use (the SDK's chain for that profile). */
+  awsProfile?: string | undefined;
+}
+
+/** Static AWS credentials (an access key, and a session token for temporary ones). */
+export interface S3Credentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string | undefined;
 }
 
 /** The options after defaults and environment are applied. */
@@ -115,6 +130,10 @@ export interface S3Config {
   requestChecksumCalculation: ChecksumSetting;
   /** `WHEN_REQUIRED` unless `AWS_RESPONSE_CHECKSUM_VALIDATION` says otherwise. */
   responseChecksumValidation: ChecksumSetting;
+  /** Credentials given as an option (else the SDK's chain). */
+  credentials: S3Credentials | undefined;
+  /** The shared-config profile for the SDK's chain, when given as an option. */
+  awsProfile: string | undefined;
 }
 
 function checkedInteger(name: string, value: number, min: number, max: number): number {
@@ -211,5 +230,7 @@ export function resolveS3Config(
       env.AWS_RESPONSE_CHECKSUM_VALIDATION,
       'AWS_RESPONSE_CHECKSUM_VALIDATION',
     ),
+    credentials: options.credentials,
+    awsProfile: envText(options.awsProfile),
   };
 }

@@ -19,6 +19,7 @@ export {
   MAX_PARTS_IN_FLIGHT,
   resolveS3Config,
   type S3Config,
+  type S3Credentials,
   type S3StoreOptions,
 } from './config.js';
 export { PROBE_PREFIX } from './create-mode.js';

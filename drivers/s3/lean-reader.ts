@@ -88,7 +88,7 @@ export class LeanReader implements S3Reader {
             return route;
           }
         : undefined,
-      signer: sdkSignerFactory(),
+      signer: sdkSignerFactory(c),
       clockOffset: options.clockOffset,
       debug: options.debug,
     });

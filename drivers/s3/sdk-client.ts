@@ -10,6 +10,7 @@ import type { Agent as HttpsAgent } from 'node:https';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { nodeHttps } from '../../src/net/builtins.js';
 import type { S3Config } from './config.js';
+import { credentialsOf } from './lean-signer.js';
 import { loadHttpHandler, loadS3Sdk } from './sdk.js';
 
 /** How long a socket may stay idle (no byte either way) before its transfer counts as dead. */
@@ -68,6 +69,7 @@ export async function buildS3Client(
   };
   return new sdk.S3Client({
     logger,
+    credentials: await credentialsOf(c),
     region: c.region,
     endpoint: c.endpoint,
     ignoreConfiguredEndpointUrls: c.ignoreConfiguredEndpointUrls || undefined,

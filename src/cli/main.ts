@@ -34,7 +34,7 @@ const groups: { names: readonly string[]; load: () => Promise<Command[]> }[] = [
   },
   {
     names: ['upload', 'cat', 'verify'],
-    load: async () => (await import('./commands/lake.js')).lakeCommands,
+    load: async () => (await import('./commands/read.js')).readCommands,
   },
   {
     names: ['refs add', 'refs retire', 'refs ls', 'gc plan', 'gc apply', 'gc keep-set'],
@@ -63,6 +63,7 @@ async function findCommand(words: string[]): Promise<Command | undefined> {
 const GLOBAL = {
   json: { type: 'boolean' },
   offline: { type: 'boolean' },
+  profile: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -71,7 +72,7 @@ function helpText(commands: Command[]): string {
   return [
     'provcat: files in object stores by URI, cached, offline, pinned.',
     '',
-    'usage: provcat COMMAND [ARGS] [--json] [--offline]',
+    'usage: provcat COMMAND [ARGS] [--json] [--offline] [--profile NAME]',
     '',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
@@ -101,7 +102,8 @@ export async function main(
     if (io.env.PROVCAT_DEBUG && error instanceof Error) io.stderr.write(`${error.stack}\n`);
     return error instanceof UsageError ? 2 : exitCodeOf(error);
   };
-  const words = argv.filter((a) => !a.startsWith('-'));
+  // The command's words: not options, nor the value of a global `--profile NAME` before them.
+  const words = argv.filter((a, i) => !a.startsWith('-') && argv[i - 1] !== '--profile');
   if (argv.includes('--version')) {
     io.stdout.write(`${version()}\n`);
     return 0;
@@ -148,6 +150,8 @@ export async function main(
     },
   };
   if (ctx.offline) io.env.PROVCAT_OFFLINE = '1';
+  // A named endpoint (src/store/profiles.ts) for every store the command opens.
+  if (typeof parsed.values.profile === 'string') io.env.PROVCAT_PROFILE = parsed.values.profile;
   try {
     return (
       (await command.run({ positionals, values: parsed.values as CliArgs['values'] }, ctx)) ?? 0

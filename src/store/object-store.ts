@@ -13,6 +13,7 @@
  * @module
  */
 
+import type { Readable } from 'node:stream';
 import type { CachedStoreContext } from '../cache/context.js';
 import { fetchUri } from '../cache/fetch.js';
 import type { FetchOptions, FetchResult } from '../cache/transfer.js';
@@ -43,13 +44,14 @@ import {
 } from '../contract/store-context.js';
 import { checkConcurrency } from '../core/concurrency.js';
 import { contentTypeFor } from '../core/content-type.js';
-import { NotSupported, OfflineMiss, UriError } from '../core/errors.js';
+import { NotFound, NotSupported, OfflineMiss, UriError } from '../core/errors.js';
 import { META_PREFIX } from '../core/keys.js';
 import { encodeSegment, toUri, type Uri } from '../core/uri.js';
 import type { CommitFromOptions } from '../folders/commit-from.js';
 import type { DeleteFolderOptions, DeleteFolderResult } from '../folders/delete-folder.js';
 import type { DiffOptions, DiffResult } from '../folders/diff.js';
 import { fileEntry } from '../folders/entries.js';
+import type { FetchToOptions, FetchToResult } from '../folders/fetch-to.js';
 import {
   listFiles,
   listFolder,
@@ -61,12 +63,15 @@ import type { PushOptions, PushResult } from '../folders/push.js';
 import type { PartBufferPool } from '../upload/buffer-pool.js';
 import { deleteUri, type PutCallOptions, putUri } from '../upload/object-writes.js';
 import { type UploadSettings, uploadSettings } from '../upload/settings.js';
+import { openReadUri, type ReadOptions, type ReadTextOptions, readUri } from './read.js';
 import { Store, type StoreOptions } from './store.js';
 
 export type { FetchOptions, FetchResult } from '../cache/transfer.js';
 export type { CallOptions, Location } from '../contract/store-context.js';
+export type { FetchToOptions, FetchToResult } from '../folders/fetch-to.js';
 export type { WalkOptions } from '../folders/listing.js';
 export type { PutCallOptions } from '../upload/object-writes.js';
+export type { ReadOptions, ReadTextOptions } from './read.js';
 export { META_PREFIX };
 
 /**
@@ -79,7 +84,7 @@ export interface CommitCallOptions extends CommitFromOptions {
 }
 
 /** The operations {@link ObjectStore.online} names that a pin could answer offline. */
-const READS: ReadonlySet<string> = new Set(['stat', 'list', 'walk', 'fetch']);
+const READS: ReadonlySet<string> = new Set(['stat', 'list', 'walk', 'fetch', 'read']);
 
 /** The base class of object-store drivers, and the facade of the API. See the module comment. */
 export abstract class ObjectStore extends Store implements CachedStoreContext {
@@ -150,11 +155,70 @@ export abstract class ObjectStore extends Store implements CachedStoreContext {
    * complete only after that. Offline, a URI without `?at=` gives what the cache holds at any
    * version, or `OfflineMiss`; a pinned URI gives exactly the pinned bytes once fetched.
    */
-  async fetch(uri: Uri | string, options: FetchOptions = {}): Promise<FetchResult> {
+  async fetch(uri: Uri | string, options: FetchToOptions & { to: string }): Promise<FetchToResult>;
+  async fetch(uri: Uri | string, options?: FetchOptions): Promise<FetchResult>;
+  /**
+   * With `to`, the fetched file or folder is then copied to the local folder `to` as independent
+   * files (reflinks where the file system has them, else copies), writing only what differs from
+   * what is there; with `delete`, local files the folder lacks are removed. Refusals (a `to`
+   * that is or holds a symbolic link, a file where a folder must be) come before anything is
+   * written there. See src/folders/fetch-to.ts.
+   */
+  async fetch(
+    uri: Uri | string,
+    options: FetchOptions & Partial<FetchToOptions> = {},
+  ): Promise<FetchResult | FetchToResult> {
     checkConcurrency(options.concurrency);
     const u = toUri(uri);
     this.locate(u);
-    return fetchUri(this, u, options);
+    if (options.to === undefined) return fetchUri(this, u, options);
+    const { fetchTo } = await import('../folders/fetch-to.js');
+    return fetchTo(u, options as FetchToOptions, (o) => fetchUri(this, u, o));
+  }
+
+  /**
+   * The bytes of one file (or of `range`, half-open), through the cache: a whole read is a
+   * {@link fetch} (verified as it is cached; a version already cached is read from there, a
+   * pinned URI offline too), then the cached copy. A range of a pinned file the cache lacks is
+   * one ranged request for exactly those bytes, strictly checked (`InvalidRange` before any I/O,
+   * `ObjectIntegrityError('RangeMismatch')` for an answer that is not exactly that range). A
+   * folder is `UriError`; nothing there `NotFound`. See src/store/read.ts.
+   */
+  async read(uri: Uri | string, options: ReadOptions = {}): Promise<Buffer> {
+    const u = toUri(uri);
+    this.locate(u);
+    return readUri(this, u, options);
+  }
+
+  /** {@link read}, decoded as text (`encoding`, default `utf8`). */
+  async readText(uri: Uri | string, options: ReadTextOptions = {}): Promise<string> {
+    const bytes = await this.read(uri, options);
+    return bytes.toString(options.encoding ?? 'utf8');
+  }
+
+  /**
+   * The bytes of one file (or of `range`) as a Node `Readable`, by the rules of {@link read}: a
+   * whole file streams from its verified cached copy; a range not cached streams from one
+   * ranged request and fails with `PrematureEof`/`TooLong` unless exactly the range arrives.
+   */
+  async openRead(uri: Uri | string, options: ReadOptions = {}): Promise<Readable> {
+    const u = toUri(uri);
+    this.locate(u);
+    return openReadUri(this, u, options);
+  }
+
+  /**
+   * True when the URI names a file or folder ({@link stat}), false on `NotFound`. At a pin it
+   * answers offline once the version or commit was read; without one, offline is `OfflineMiss`.
+   */
+  async exists(uri: Uri | string, options: CallOptions = {}): Promise<boolean> {
+    try {
+      await this.stat(uri, options);
+      return true;
+    } catch (error) {
+      if (error instanceof NotFound) return false;
+      throw error;
+    }
   }
 
   /**

@@ -15,7 +15,7 @@ import { azureStageKind } from '../../drivers/azure/stage-kind.js';
 import { gcsStageKind } from '../../drivers/gcs/stage-kind.js';
 import { localStageKind } from '../../drivers/local/stage-kind.js';
 import { s3StageKind } from '../../drivers/s3/stage-kind.js';
-import { UriError } from '../core/errors.js';
+import { InvalidArgument, UriError } from '../core/errors.js';
 import { toUri, type Uri } from '../core/uri.js';
 import { registerStageKind } from '../lake/stage-kinds.js';
 import type { ObjectStore } from './object-store.js';
@@ -59,14 +59,28 @@ registerStageKind(s3StageKind);
 registerStageKind(gcsStageKind);
 registerStageKind(azureStageKind);
 
+/** Options of {@link storeFor}: the shared ones, a named endpoint, and driver options. */
+export type StoreForOptions = StoreOptions & {
+  /**
+   * A named endpoint of the config file (src/store/profiles.ts). Default: `PROVCAT_PROFILE`
+   * (read from `env` when given, else `process.env`). Its scheme must be the URI's.
+   */
+  profile?: string | undefined;
+  /** Where the driver and the profile read their environment variables. Default `process.env`. */
+  env?: NodeJS.ProcessEnv | undefined;
+} & Record<string, unknown>;
+
 /**
  * The store for a URI's scheme. `options` go to the driver: the shared {@link StoreOptions}
  * (cache, offline, concurrency, progress) plus driver options such as an injected SDK `client`.
- * Throws {@link UriError} for a scheme no driver serves.
+ * With a `profile` (or `PROVCAT_PROFILE`), that named endpoint's settings come first, then the
+ * environment variables that set the same things, then `options` (src/store/profiles.ts).
+ * Throws {@link UriError} for a scheme no driver serves, `InvalidArgument` for a profile that is
+ * missing, of another scheme, or in a bad config file.
  */
 export async function storeFor(
   uri: Uri | string,
-  options: StoreOptions & Record<string, unknown> = {},
+  options: StoreForOptions = {},
 ): Promise<ObjectStore> {
   const parsed = toUri(uri);
   const factory = factories.get(parsed.scheme);
@@ -76,5 +90,18 @@ export async function storeFor(
       { uri: parsed.toString() },
     );
   }
-  return factory(options);
+  const env = options.env ?? process.env;
+  const { profile: asked, ...rest } = options;
+  const name = asked ?? (env.PROVCAT_PROFILE || undefined);
+  if (name === undefined) return factory(rest);
+  const { loadProfile, profileOptions } = await import('./profiles.js');
+  const profile = await loadProfile(name, env);
+  if (profile.scheme !== parsed.scheme) {
+    throw new InvalidArgument(
+      `profile ${name} (${profile.where}) is for ${profile.scheme}:// URIs, not ${parsed}`,
+    );
+  }
+  // An option left undefined does not hide the profile's setting.
+  const explicit = Object.fromEntries(Object.entries(rest).filter(([, v]) => v !== undefined));
+  return factory({ ...profileOptions(profile, env, explicit), ...explicit });
 }

@@ -3,6 +3,7 @@
  *
  * A driver's test file calls {@link conformance} once with a {@link ConformanceTarget}; the suite
  * registers vitest `describe` blocks for the primitives, the store methods, the cache and fetch,
+ * the read API (`read`, `readText`, `openRead`, `exists`, `fetch` with `to`),
  * uploads (the driver contract's read rules; with `flags.parts`, puts through the upload engine
  * and the part protocol itself), the managed stage (when the target gives `stage`), and (when
  * `flags.versions`) pin/commit/log/branch, and digests (commit and diff agree; push skips
@@ -16,6 +17,7 @@ import { describe } from 'vitest';
 import { digestsSuite } from './digests.js';
 import { fetchSuite } from './fetch.js';
 import { primitivesSuite } from './primitives.js';
+import { readSuite } from './read.js';
 import { stageSuite } from './stage.js';
 import { storeSuite } from './store.js';
 import type { ConformanceTarget } from './target.js';
@@ -57,6 +59,7 @@ export function conformance(target: ConformanceTarget): void {
     primitivesSuite(target);
     storeSuite(target);
     fetchSuite(target);
+    readSuite(target);
     uploadsSuite(target);
     stageSuite(target);
     versionsSuite(target);

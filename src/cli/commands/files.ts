@@ -8,6 +8,7 @@ import type { Entry } from '../../contract/entry.js';
 import { entryToJson } from '../../contract/entry.js';
 import { MAX_CONCURRENCY, parseInteger } from '../../core/concurrency.js';
 import { Uri } from '../../core/uri.js';
+import type { FetchToResult } from '../../folders/fetch-to.js';
 import { storeFor } from '../../store/registry.js';
 import { type CliArgs, type CliContext, type Command, UsageError } from '../command.js';
 import { formatBytes } from '../progress.js';
@@ -132,14 +133,42 @@ export const coreCommands: Command[] = [
   },
   {
     name: 'fetch',
-    summary: 'copy a file or folder into the cache (or find it current) and print its path',
-    usage: 'provcat fetch URI [--concurrency N] [--json]',
-    options: { concurrency: { type: 'string' } },
+    summary:
+      'copy a file or folder into the cache (or find it current) and print its path; --to DIR copies it out',
+    usage: 'provcat fetch URI [--to DIR [--delete]] [--concurrency N] [--json]',
+    options: {
+      concurrency: { type: 'string' },
+      to: { type: 'string' },
+      delete: { type: 'boolean' },
+    },
     positionals: [1, 1],
     async run({ positionals, values }, ctx) {
       const concurrency = concurrencyOf(values);
+      const to = str(values.to);
+      if (to === undefined && values.delete === true)
+        throw new UsageError('--delete goes with --to DIR');
       const { u, store } = await storeOf(positionals[0] as string, ctx);
       const bar = ctx.progress(`fetch ${u.name}`);
+      if (to !== undefined) {
+        let r: FetchToResult;
+        try {
+          r = await store.fetch(u, {
+            to,
+            delete: values.delete === true,
+            onProgress: bar.onProgress,
+            concurrency,
+          });
+        } finally {
+          bar.done();
+        }
+        emit(ctx, r, () => r.path);
+        if (!ctx.json) {
+          ctx.stderr.write(
+            `${r.files} file(s), ${r.written} written (${formatBytes(r.bytes)}), ${r.deleted} deleted\n`,
+          );
+        }
+        return 0;
+      }
       let r: Awaited<ReturnType<typeof store.fetch>>;
       try {
         r = await store.fetch(u, { onProgress: bar.onProgress, concurrency });
