@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects } from 'hyparquet';
 import { parquetWriteBuffer } from 'hyparquet-writer';
@@ -293,8 +293,27 @@ export function gcScaleSuite(ctx: SuiteContext): void {
         }),
       );
     await writeFile(path.join(dir, 'c.parquet'), pq(fingerprint));
+    // A folder as Spark writes one: parts, and a _SUCCESS marker.
+    await mkdir(path.join(dir, 'spark'));
+    await writeFile(path.join(dir, 'spark', '_SUCCESS'), '');
+    const [first, second] = [rows.slice(0, 4), rows.slice(4)];
+    for (const [i, part] of [first, second].entries()) {
+      await writeFile(
+        path.join(dir, 'spark', `part-0000${i}.jsonl`),
+        part
+          .map((r) =>
+            JSON.stringify({
+              key: r.key,
+              size: r.size,
+              last_modified: r.time.toISOString(),
+              fingerprint,
+            }),
+          )
+          .join('\n'),
+      );
+    }
     const local = t.kind === 'local';
-    for (const name of ['c.jsonl', 'c.csv', 'c.parquet']) {
+    for (const name of ['c.jsonl', 'c.csv', 'c.parquet', 'spark']) {
       // Written just before: younger than the cutoff when the plan asks the store.
       await t.put('data/young.bin', 'young');
       const plan = await planGc(stage, {

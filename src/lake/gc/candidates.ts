@@ -9,6 +9,10 @@
  * cutoff; the plan records the version the HEAD saw, so apply deletes only that version). What
  * fails any check is dropped and counted (plan.ts).
  *
+ * FILE may be a directory, as Spark writes one (`part-*.parquet`, `_SUCCESS`): its files are
+ * read in name order, those whose name starts with `_` or `.` left out; each must be bound to
+ * the keep-set as below.
+ *
  * **Bound to one keep-set.** The file must say which keep-set it was made against: Parquet
  * key-value metadata `provcat.fingerprint` (DuckDB: `COPY … (KV_METADATA {'provcat.fingerprint':
  * '…'})`), or a `fingerprint` column in every row (any format). A file that says nothing, or
@@ -17,7 +21,9 @@
  *
  * @module
  */
-import { GcPlanError } from './errors.js';
+import { readdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { GcPlanError, InventoryError } from './errors.js';
 import {
   type InventoryFormat,
   type InventoryRow,
@@ -45,13 +51,29 @@ function mismatch(file: string, theirs: string, live: string): GcPlanError {
 }
 
 /**
- * The candidates of `file`, each checked to be of keep-set `fingerprint` (see the module
- * comment). Rows come as inventory rows (without versions).
+ * The candidates of `file` (or of every file in the directory `file`), each checked to be of
+ * keep-set `fingerprint` (see the module comment). Rows come as inventory rows (no versions).
  */
 export async function* readCandidates(
   file: string,
   fingerprint: string,
   options: CandidatesOptions = {},
+): AsyncGenerator<InventoryRow> {
+  if ((await stat(file)).isDirectory()) {
+    const names = (await readdir(file)).filter((n) => !n.startsWith('_') && !n.startsWith('.'));
+    if (names.length === 0) throw new InventoryError(`the candidates folder ${file} holds no file`);
+    for (const name of names.sort()) {
+      yield* readCandidateFile(path.join(file, name), fingerprint, options);
+    }
+    return;
+  }
+  yield* readCandidateFile(file, fingerprint, options);
+}
+
+async function* readCandidateFile(
+  file: string,
+  fingerprint: string,
+  options: CandidatesOptions,
 ): AsyncGenerator<InventoryRow> {
   const format =
     options.format ?? (file.toLowerCase().endsWith('.parquet') ? 'parquet' : undefined);
