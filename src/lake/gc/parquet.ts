@@ -6,7 +6,8 @@
  * Reading goes one row group at a time and only the columns asked for, so memory is bounded by
  * one row group (S3 Inventory and DuckDB write row groups of ~100,000 rows or fewer), not by the
  * file. A file that is not Parquet, is truncated (its footer is the last bytes), or whose pages
- * do not decode is an {@link InventoryError}: never fewer rows.
+ * do not decode — strings that are not UTF-8 included — is an {@link InventoryError}: never fewer
+ * rows, never another key.
  *
  * @module
  */
@@ -16,6 +17,21 @@ import type { OutputFile } from '../../core/output-file.js';
 import { InventoryError } from './errors.js';
 
 const reader = lazy(() => import('hyparquet'));
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Strings decoded strictly: hyparquet's own decoder replaces bytes that are not UTF-8 with
+ * U+FFFD, which would turn a key into another key.
+ */
+function stringFromBytes(bytes: Uint8Array | undefined): string | undefined {
+  if (bytes === undefined) return undefined;
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch (cause) {
+    throw new InventoryError('a string that is not UTF-8', { cause });
+  }
+}
 const writer = lazy(() => import('hyparquet-writer'));
 
 /** A Parquet file opened for reading: its column names, row count and key-value metadata. */
@@ -81,6 +97,7 @@ export async function* readParquetRows(
         columns,
         rowStart,
         rowEnd,
+        parsers: { stringFromBytes } as never,
       })) as Array<Record<string, unknown>>;
     } catch (cause) {
       throw new InventoryError(

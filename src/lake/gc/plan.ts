@@ -70,6 +70,9 @@ import type { RefStage } from './refs-log.js';
 import { fullKey } from './refs-log.js';
 import { makeWorkDir } from './work-dir.js';
 
+/** HEADs of candidates in flight at once (plan from candidates). */
+const HEAD_WINDOW = 16;
+
 /** The default cutoff: 7 days. */
 export const DEFAULT_OLDER_THAN_MS = 7 * 24 * 60 * 60 * 1000;
 /** The longest cutoff: 100 years (36,525 days), further back than any store's times. */
@@ -310,6 +313,24 @@ async function writePlan(
     const probe = source === 'listing' ? undefined : new NestedStages(stage, signal);
     let previous: string | undefined;
     let decidedBytes = 0;
+    const plan = async (key: string, size: number, version: string | null, mtime: number) => {
+      totals.candidates += 1;
+      totals.bytes += size;
+      const full = pages.object({
+        key,
+        size,
+        version,
+        lastModified: new Date(mtime).toISOString(),
+      });
+      if (full) await full;
+    };
+    type Pending = { key: string; size: number; result: ReturnType<typeof liveCheck> };
+    const heads: Pending[] = [];
+    const take = async ({ key, size, result }: Pending) => {
+      const live = await result;
+      if (typeof live === 'string') totals[live] = (totals[live] ?? 0) + 1;
+      else await plan(key, size, live.version, live.mtime);
+    };
     try {
       for await (const [key, size, mtime, version] of sorter.sorted()) {
         if (key === previous) {
@@ -335,28 +356,20 @@ async function writePlan(
         } else if (probe !== undefined && (await probe.around(key)) !== undefined) {
           // A stage nested here that the inventory file does not show (nested.ts).
           totals.reserved += 1;
+        } else if (source === 'candidates') {
+          // The engine's row is a claim; the store decides (candidates.ts). HEADs run
+          // `HEAD_WINDOW` at once and are taken in key order, so pages stay ascending.
+          const result = liveCheck(stage, key, size, mtime, cutoffMs, signal);
+          // Awaited in order below; this only keeps a rejection that arrives while an earlier
+          // HEAD is awaited from being reported as unhandled.
+          result.catch(() => undefined);
+          heads.push({ key, size, result });
+          if (heads.length >= HEAD_WINDOW) await take(heads.shift() as Pending);
         } else {
-          let planned = { version, mtime };
-          if (source === 'candidates') {
-            // The engine's row is a claim; the store decides (candidates.ts).
-            const live = await liveCheck(stage, key, size, mtime, cutoffMs, signal);
-            if (typeof live === 'string') {
-              totals[live] = (totals[live] ?? 0) + 1;
-              continue;
-            }
-            planned = live;
-          }
-          totals.candidates += 1;
-          totals.bytes += size;
-          const full = pages.object({
-            key,
-            size,
-            version: planned.version,
-            lastModified: new Date(planned.mtime).toISOString(),
-          });
-          if (full) await full;
+          await plan(key, size, version, mtime);
         }
       }
+      while (heads.length > 0) await take(heads.shift() as Pending);
     } finally {
       await matcher.close();
     }
