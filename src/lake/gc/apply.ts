@@ -32,6 +32,10 @@
  * again, its deleted objects now `missing`. So every run ends with exactly the planned
  * deletions (less what was skipped), however often it is interrupted.
  *
+ * **Shards** (`shard: {index, count}`, `gc apply --shard I/N`): the same steps over the pages
+ * numbered I, I+N, … only, with their own checkpoint `apply-I-of-N.json`; N shards on N
+ * machines are disjoint and together one whole apply, each resumable alone.
+ *
  * The window that remains: a reference added between step 3 and the deletions of one page. The
  * horizon rule (plan.ts) covers it — a reference is written within the cutoff of its object's
  * upload, and every candidate is older than that — and apply should run when datasets are not
@@ -69,7 +73,7 @@ export interface ApplyStage extends RefStage {
   abortUpload(upload: StageUpload, options?: ReadOptions): Promise<void>;
 }
 
-/** The counts of an apply (cumulative over every run of the same plan). */
+/** The counts of an apply (cumulative over every run of the same plan, or of the same shard). */
 export interface ApplyCounts {
   /** Objects deleted. */
   deleted: number;
