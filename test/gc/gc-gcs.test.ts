@@ -14,8 +14,8 @@ import { Storage } from '@google-cloud/storage';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startGcsServer } from '../../servers/gcs/server.js';
 import { applyGc, planGc, type Stage, stageFromDescriptor } from '../../src/lake/index.js';
-import { type GcTarget, gcSuite } from '../support/gc-suite.js';
 import { gcScaleSuite } from '../support/gc-scale-suite.js';
+import { type GcTarget, gcSuite } from '../support/gc-suite.js';
 import { gcTamperSuite } from '../support/gc-tamper-suite.js';
 import { isReserved } from '../support/gc-targets.js';
 
