@@ -42,7 +42,7 @@ export interface ParquetInfo {
   metadata: Map<string, string>;
 }
 
-type Opened = { info: ParquetInfo; groups: Array<[number, number]>; file: unknown };
+type Opened = { info: ParquetInfo; groups: Array<[number, number]>; file: unknown; meta: unknown };
 
 async function open(file: string): Promise<Opened> {
   const hp = await reader();
@@ -64,7 +64,7 @@ async function open(file: string): Promise<Opened> {
         `${file}: its row groups hold ${start} rows, its footer says ${meta.num_rows}`,
       );
     }
-    return { info: { columns, rows: start, metadata }, groups, file: buffer };
+    return { info: { columns, rows: start, metadata }, groups, file: buffer, meta };
   } catch (cause) {
     if (cause instanceof InventoryError) throw cause;
     throw new InventoryError(`${file} is not a readable Parquet file: ${String(cause)}`, { cause });
@@ -94,6 +94,8 @@ export async function* readParquetRows(
     try {
       rows = (await hp.parquetReadObjects({
         file: opened.file as Parameters<typeof hp.parquetReadObjects>[0]['file'],
+        // The footer read once, not again for every row group.
+        metadata: opened.meta as Parameters<typeof hp.parquetReadObjects>[0]['metadata'],
         columns,
         rowStart,
         rowEnd,
