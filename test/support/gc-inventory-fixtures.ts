@@ -26,6 +26,12 @@ export function bucketOf(t: GcTarget): string {
   return (t.descriptor.bucket ?? t.descriptor.container ?? 'root') as string;
 }
 
+/** The endpoint an Azure inventory of `t` names: its account's (any account for other kinds). */
+export function endpointOf(t: GcTarget): string {
+  const { endpoint, account } = t.descriptor as { endpoint?: string; account?: string };
+  return endpoint ?? `https://${account ?? 'account'}.blob.core.windows.net`;
+}
+
 /** The stage's objects as an inventory of the whole bucket reports them. */
 export async function inventoryRows(stage: Stage): Promise<InvRow[]> {
   const prefix = stage.keyPrefix === '' ? '' : `${stage.keyPrefix}/`;
@@ -125,6 +131,7 @@ export async function azureInventory(
   rows: InvRow[],
   format: 'csv' | 'parquet',
   taken = new Date(),
+  endpoint = 'https://account.blob.core.windows.net',
 ): Promise<Delivered> {
   const run = path.join(dir, '2026', '12', '01', '13-25-36', 'rule-1');
   await mkdir(run, { recursive: true });
@@ -162,7 +169,7 @@ export async function azureInventory(
   }
   const manifest = {
     destinationContainer: 'inventory',
-    endpoint: 'https://account.blob.core.windows.net',
+    endpoint,
     files,
     inventoryCompletionTime: new Date(taken.getTime() + 1000).toISOString(),
     inventoryStartTime: taken.toISOString(),

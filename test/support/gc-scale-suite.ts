@@ -27,6 +27,7 @@ import {
   azureInventory,
   bucketOf,
   type Delivered,
+  endpointOf,
   gcsInventory,
   inventoryRows,
   s3Inventory,
@@ -65,8 +66,28 @@ export function gcScaleSuite(ctx: SuiteContext): void {
     const made: Array<[string, Delivered]> = [
       ['s3-csv', await s3Inventory(path.join(dir, 's3-csv'), bucket, rows, 'CSV')],
       ['s3-parquet', await s3Inventory(path.join(dir, 's3-pq'), bucket, rows, 'Parquet')],
-      ['az-csv', await azureInventory(path.join(dir, 'az-csv'), bucket, rows, 'csv')],
-      ['az-parquet', await azureInventory(path.join(dir, 'az-pq'), bucket, rows, 'parquet')],
+      [
+        'az-csv',
+        await azureInventory(
+          path.join(dir, 'az-csv'),
+          bucket,
+          rows,
+          'csv',
+          undefined,
+          endpointOf(t),
+        ),
+      ],
+      [
+        'az-parquet',
+        await azureInventory(
+          path.join(dir, 'az-pq'),
+          bucket,
+          rows,
+          'parquet',
+          undefined,
+          endpointOf(t),
+        ),
+      ],
       ['gcs-csv', await gcsInventory(path.join(dir, 'gcs-csv'), bucket, rows, 'csv')],
       ['gcs-parquet', await gcsInventory(path.join(dir, 'gcs-pq'), bucket, rows, 'parquet')],
     ];
@@ -143,10 +164,24 @@ export function gcScaleSuite(ctx: SuiteContext): void {
       new Date(Date.now() - 2 * 3_600_000),
     );
     await refused(old.manifest, /ago/);
-    const azOld = await azureInventory(path.join(dir, 'az-old'), bucket, rows, 'csv', new Date(0));
+    const azOld = await azureInventory(
+      path.join(dir, 'az-old'),
+      bucket,
+      rows,
+      'csv',
+      new Date(0),
+      endpointOf(t),
+    );
     await refused(azOld.manifest, /ago/);
     // Azure: a data file one row short (its size in the manifest made to match).
-    const azShort = await azureInventory(path.join(dir, 'az-short'), bucket, rows, 'csv');
+    const azShort = await azureInventory(
+      path.join(dir, 'az-short'),
+      bucket,
+      rows,
+      'csv',
+      undefined,
+      endpointOf(t),
+    );
     const azManifest = JSON.parse(await readFile(azShort.manifest, 'utf8'));
     azManifest.summary.objectCount += 1;
     await writeFile(azShort.manifest, JSON.stringify(azManifest));
@@ -171,9 +206,30 @@ export function gcScaleSuite(ctx: SuiteContext): void {
         /not of the stage/,
       );
       await refused(
-        (await azureInventory(path.join(dir, 'other-az'), 'another-bucket', rows, 'csv')).manifest,
+        (
+          await azureInventory(
+            path.join(dir, 'other-az'),
+            'another-bucket',
+            rows,
+            'csv',
+            undefined,
+            endpointOf(t),
+          )
+        ).manifest,
         /covers no blob/,
       );
+      if (t.kind === 'az') {
+        // Another storage account's inventory, of a container of the same name.
+        const otherAccount = await azureInventory(
+          path.join(dir, 'other-account'),
+          bucket,
+          rows,
+          'csv',
+          undefined,
+          'https://someoneelse.blob.core.windows.net',
+        );
+        await refused(otherAccount.manifest, /account someoneelse/);
+      }
     }
     // The CLI: exit 1, nothing written.
     const r = await cli(t, [

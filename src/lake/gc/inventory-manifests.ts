@@ -6,7 +6,8 @@
  *   `CSV` (headerless, gzipped, keys URL-encoded; columns from `fileSchema`) or `Parquet` (keys
  *   as they are), `files[]` of `{key, size, MD5checksum}`: every data file's size and MD5 are
  *   checked before any row is read.
- * - **Azure Blob Inventory** (`<rule>-manifest.json`): `status` `Succeeded`, `inventoryStartTime`,
+ * - **Azure Blob Inventory** (`<rule>-manifest.json`): `endpoint` (the stage's account, when the
+ *   stage names one), `status` `Succeeded`, `inventoryStartTime`,
  *   `ruleDefinition` (`objectType` `blob`, `format` `csv` or `parquet`, `filters.prefixMatch`),
  *   `files[]` of `{blob, size}`, `summary.objectCount`: sizes checked first, the row count after
  *   the last file. Its `Name` column starts with the container.
@@ -46,6 +47,8 @@ import {
 export interface ManifestOptions {
   /** The stage's bucket (Azure: container); `undefined` for a local stage (nothing to compare). */
   bucket: string | undefined;
+  /** An Azure stage's storage account, when known: an Azure manifest's `endpoint` must name it. */
+  account?: string | undefined;
   /** The oldest inventory accepted: its snapshot must be at most this old (ms). */
   maxAgeMs: number;
   /** Now (ms), as the plan sees it. */
@@ -226,7 +229,33 @@ const AZURE_ALIASES: Record<string, Column> = {
   deleted: 'isDeleteMarker',
 };
 
+/**
+ * The storage account an Azure endpoint names: `https://ACCOUNT.blob.core.windows.net` (any
+ * cloud's suffix), or the first path segment of an emulator's `http://host:port/ACCOUNT`.
+ */
+export function accountOfEndpoint(endpoint: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch (cause) {
+    throw new InventoryError(`${JSON.stringify(endpoint)} is not an endpoint URL`, { cause });
+  }
+  const host = /^([a-z0-9]+)\.blob\./.exec(url.hostname);
+  if (host) return host[1];
+  const segment = url.pathname.split('/').find((p) => p !== '');
+  return segment === undefined ? undefined : decodeURIComponent(segment);
+}
+
 function azureManifest(file: string, m: unknown, options: ManifestOptions): CheckedManifest {
+  if (options.account !== undefined) {
+    const theirs = accountOfEndpoint(str(m, 'endpoint', file));
+    if (theirs !== options.account) {
+      throw refuse(
+        file,
+        `it is an inventory of account ${theirs}, not of the stage's ${options.account}`,
+      );
+    }
+  }
   const status = str(m, 'status', file);
   if (status !== 'Succeeded')
     throw refuse(file, `status ${status}: only a Succeeded inventory is complete`);

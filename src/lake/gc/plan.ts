@@ -47,7 +47,12 @@ import {
   listingInventory,
   readInventoryFile,
 } from './inventory.js';
-import { checkManifest, isManifestName, readManifestRows } from './inventory-manifests.js';
+import {
+  accountOfEndpoint,
+  checkManifest,
+  isManifestName,
+  readManifestRows,
+} from './inventory-manifests.js';
 import { writeKeepSet } from './keep-set.js';
 import { isReservedKey, keyProblem, nestedStageOf } from './keys.js';
 import { KeepSetIndex } from './matcher.js';
@@ -198,6 +203,14 @@ async function prepareOut(dir: string): Promise<boolean> {
   }
   await mkdir(planPaths(dir).pages);
   return made;
+}
+
+/** The storage account an Azure stage's descriptor names (or its endpoint does), if any. */
+function accountOf(stage: PlanStage): string | undefined {
+  const d = stage.descriptor as { kind?: unknown; account?: unknown; endpoint?: unknown };
+  if (d.kind !== 'az') return undefined;
+  if (typeof d.account === 'string') return d.account;
+  return typeof d.endpoint === 'string' ? accountOfEndpoint(d.endpoint) : undefined;
 }
 
 /** The bucket a stage's descriptor names (Azure: its container), if it names one. */
@@ -443,6 +456,7 @@ async function rowsOf(
   ) {
     const checked = await checkManifest(file, {
       bucket,
+      account: accountOf(stage),
       maxAgeMs: options.maxInventoryAgeMs ?? options.olderThanMs ?? DEFAULT_OLDER_THAN_MS,
       now,
       root: options.inventoryRoot,
