@@ -4,7 +4,12 @@
 // temp directory.
 //
 //   npm run build && node bench/gc-plan.mjs [--entries 1000000] [--referenced 100000]
-//                                                [--format csv|jsonl] [--keep]
+//                                                [--format csv|jsonl|parquet|candidates] [--keep]
+//
+// `parquet`: the inventory as S3 Inventory's Parquet (row groups of 100,000 rows, raw keys).
+// `candidates`: an engine's anti-join output as Parquet (the unreferenced rows only, bound to the
+// keep-set's fingerprint), planned with `--candidates` and `--older-than 0s`: every candidate is
+// HEADed, so the stage really holds each object (1 byte; written by the bench, not timed).
 //
 // What it measures: the whole `provcat gc plan --inventory FILE` process under /usr/bin/time
 // (wall, user + system CPU, peak RSS) — reading the reference sets (deltas of 10,000 entries),
@@ -14,7 +19,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -61,12 +66,59 @@ for (let i = keys.length - 1; i > 0; i--) {
   const j = Math.floor(Math.random() * (i + 1));
   [keys[i], keys[j]] = [keys[j], keys[i]];
 }
-const file = path.join(dir, `inventory.${opt.format}`);
-const out = createWriteStream(file);
 const old = '2020-01-02T03:04:05.000Z';
+const parquetLike = opt.format === 'parquet' || opt.format === 'candidates';
+const file = path.join(dir, `inventory.${parquetLike ? 'parquet' : opt.format}`);
+let fingerprint;
+if (opt.format === 'candidates') {
+  const { writeKeepSet } = await import(path.join(repo, 'dist/src/lake/index.js'));
+  fingerprint = (await writeKeepSet(stage, path.join(dir, 'keep.jsonl'))).fingerprint;
+  const liveSet = new Set(live);
+  const rest = keys.filter((k) => !liveSet.has(k));
+  keys.length = 0;
+  keys.push(...rest);
+  for (const k of keys) {
+    const f = path.join(root, ...k.split('/'));
+    await mkdir(path.dirname(f), { recursive: true });
+    await writeFile(f, 'x');
+    // As old as the engine's rows say (the plan compares them with the store's HEAD).
+    await utimes(f, new Date(old), new Date(old));
+  }
+}
+if (parquetLike) {
+  const { ParquetWriter, schemaFromColumnData } = await import('hyparquet-writer');
+  const { fileWriter } = await import('hyparquet-writer/src/node.js');
+  const writer = fileWriter(file);
+  let pw;
+  for (let at = 0; at < keys.length; at += 100_000) {
+    const part = keys.slice(at, at + 100_000);
+    const columnData = [
+      ...(opt.format === 'parquet'
+        ? [{ name: 'bucket', type: 'STRING', data: part.map(() => 'stage') }]
+        : []),
+      { name: 'key', type: 'STRING', data: part },
+      {
+        name: 'size',
+        type: 'INT64',
+        data: part.map((k) =>
+          BigInt(opt.format === 'candidates' ? 1 : 1 + (k.charCodeAt(3) % 97) * 1024),
+        ),
+      },
+      { name: 'last_modified', type: 'TIMESTAMP', data: part.map(() => new Date(old)) },
+    ];
+    pw ??= new ParquetWriter({
+      writer,
+      schema: schemaFromColumnData({ columnData }),
+      kvMetadata: fingerprint ? [{ key: 'provcat.fingerprint', value: fingerprint }] : [],
+    });
+    await pw.write({ columnData, rowGroupSize: part.length });
+  }
+  await pw.finish();
+}
+const out = parquetLike ? undefined : createWriteStream(file);
 const write = (line) => (out.write(line) ? undefined : new Promise((r) => out.once('drain', r)));
 if (opt.format === 'csv') await write('Bucket,Key,Size,LastModifiedDate\n');
-for (const k of keys) {
+for (const k of parquetLike ? [] : keys) {
   const size = 1 + (k.charCodeAt(3) % 97) * 1024;
   const line =
     opt.format === 'csv'
@@ -75,7 +127,7 @@ for (const k of keys) {
   const p = write(line);
   if (p) await p;
 }
-await new Promise((r) => out.end(r));
+if (out) await new Promise((r) => out.end(r));
 const inventoryBytes = (await stat(file)).size;
 keys.length = 0;
 
@@ -91,10 +143,10 @@ const r = spawnSync(
     'plan',
     '--stage',
     `file://${root}/`,
-    '--inventory',
+    opt.format === 'candidates' ? '--candidates' : '--inventory',
     file,
     '--older-than',
-    '7d',
+    opt.format === 'candidates' ? '0s' : '7d',
     '--out',
     plan,
     '--tmp-dir',

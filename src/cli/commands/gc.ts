@@ -4,11 +4,12 @@
  * - `refs add NAME LOCATION... --stage STAGE` → `{"name","number","added"}`
  * - `refs retire NAME --stage STAGE` → `{"name","number","retired"}`
  * - `refs ls --stage STAGE` → `[{"name","number","entries","retired"}]`
- * - `gc plan --stage STAGE [--older-than DURATION] --out DIR [--inventory FILE]` →
- *   `{"plan","candidates","bytes","uploads","scanned","keep"}`
- * - `gc apply DIR --stage STAGE` → `{"deleted","missing","aborted","skipped"}`; exit 7 when the
- *   references changed since the plan (nothing deleted after the change)
- * - `gc keep-set --stage STAGE --out FILE` → `{"out","entries","fingerprint","sets"}`
+ * - `gc plan --stage STAGE [--older-than DURATION] --out DIR [--inventory FILE|MANIFEST |
+ *   --candidates FILE]` → `{"plan","candidates","bytes","uploads","scanned","keep"}`
+ * - `gc apply DIR --stage STAGE [--shard I/N]` → `{"deleted","missing","aborted","skipped"}`;
+ *   exit 7 when the references changed since the plan (nothing deleted after the change)
+ * - `gc keep-set --stage STAGE --out FILE [--format jsonl|parquet]` →
+ *   `{"out","entries","fingerprint","sets"}`
  *
  * A LOCATION is a DataLocation JSON, `@file.json` (one DataLocation, or an array of
  * DataLocations and URIs), a location URI, or a location URI ending in `/` (a prefix). A
@@ -24,10 +25,11 @@ import {
   parseDataLocation,
   readLocationFile,
 } from '../../lake/data-location.js';
-import { applyGc } from '../../lake/gc/apply.js';
+import { applyGc, parseShard } from '../../lake/gc/apply.js';
 import { parseDuration } from '../../lake/gc/duration.js';
 import type { InventoryFormat, KeyEncoding } from '../../lake/gc/inventory.js';
 import { writeKeepSet } from '../../lake/gc/keep-set.js';
+import { writeKeepSetParquet } from '../../lake/gc/keep-set-parquet.js';
 import { DEFAULT_OLDER_THAN_MS, planGc } from '../../lake/gc/plan.js';
 import { MAX_PAGE_SIZE } from '../../lake/gc/plan-format.js';
 import { nameProblem } from '../../lake/gc/refs-format.js';
@@ -136,12 +138,15 @@ const gcPlan: Command = {
   name: 'gc plan',
   summary: 'list unreferenced managed objects older than a cutoff into a plan directory',
   usage:
-    'provcat gc plan --stage STAGE --out DIR [--older-than DURATION] [--inventory FILE [--inventory-format csv|jsonl] [--key-encoding url|raw]] [--tmp-dir DIR] [--page-size N] [--json]',
+    'provcat gc plan --stage STAGE --out DIR [--older-than DURATION] [--inventory FILE|MANIFEST [--inventory-format csv|jsonl|parquet|manifest] [--max-inventory-age DURATION] [--inventory-root DIR] | --candidates FILE] [--key-encoding url|raw] [--tmp-dir DIR] [--page-size N] [--json]',
   options: {
     stage: { type: 'string' },
     out: { type: 'string' },
     'older-than': { type: 'string' },
     inventory: { type: 'string' },
+    candidates: { type: 'string' },
+    'max-inventory-age': { type: 'string' },
+    'inventory-root': { type: 'string' },
     'inventory-format': { type: 'string' },
     'key-encoding': { type: 'string' },
     'tmp-dir': { type: 'string' },
@@ -152,9 +157,20 @@ const gcPlan: Command = {
     const out = stringArg(args, 'out', true);
     const olderThan = stringArg(args, 'older-than');
     const format = stringArg(args, 'inventory-format');
-    if (format !== undefined && format !== 'csv' && format !== 'jsonl') {
-      throw new UsageError(`--inventory-format is csv or jsonl, not '${format}'`);
+    if (format !== undefined && !['csv', 'jsonl', 'parquet', 'manifest'].includes(format)) {
+      throw new UsageError(
+        `--inventory-format is csv, jsonl, parquet or manifest, not '${format}'`,
+      );
     }
+    const inventory = stringArg(args, 'inventory');
+    const candidates = stringArg(args, 'candidates');
+    if (inventory !== undefined && candidates !== undefined) {
+      throw new UsageError('give --inventory or --candidates, not both');
+    }
+    if (candidates !== undefined && format === 'manifest') {
+      throw new UsageError('--candidates takes a csv, jsonl or parquet file, not a manifest');
+    }
+    const maxAge = stringArg(args, 'max-inventory-age');
     const encoding = stringArg(args, 'key-encoding');
     if (encoding !== undefined && encoding !== 'url' && encoding !== 'raw') {
       throw new UsageError(`--key-encoding is url or raw, not '${encoding}'`);
@@ -176,8 +192,11 @@ const gcPlan: Command = {
       r = await planGc(stage, {
         out,
         olderThanMs: olderThan === undefined ? DEFAULT_OLDER_THAN_MS : parseDuration(olderThan),
-        inventory: stringArg(args, 'inventory'),
-        inventoryFormat: format as InventoryFormat | undefined,
+        inventory,
+        candidates,
+        maxInventoryAgeMs: maxAge === undefined ? undefined : parseDuration(maxAge),
+        inventoryRoot: stringArg(args, 'inventory-root'),
+        inventoryFormat: format as InventoryFormat | 'manifest' | undefined,
         keyEncoding: encoding as KeyEncoding | undefined,
         tmpDir: stringArg(args, 'tmp-dir'),
         pageSize: pageSizeText === undefined ? undefined : Number(pageSizeText),
@@ -219,9 +238,11 @@ const gcPlan: Command = {
 const gcApply: Command = {
   name: 'gc apply',
   summary: 'carry out a GC plan (resumable; stops with exit 7 if the references changed)',
-  usage: 'provcat gc apply DIR --stage STAGE [--concurrency N] [--tmp-dir DIR] [--json]',
+  usage:
+    'provcat gc apply DIR --stage STAGE [--shard I/N] [--concurrency N] [--tmp-dir DIR] [--json]',
   options: {
     stage: { type: 'string' },
+    shard: { type: 'string' },
     concurrency: { type: 'string' },
     'tmp-dir': { type: 'string' },
   },
@@ -235,6 +256,13 @@ const gcApply: Command = {
     ) {
       throw new UsageError(`--concurrency takes a whole number in 1..64, not '${concurrency}'`);
     }
+    const shardText = stringArg(args, 'shard');
+    let shard: ReturnType<typeof parseShard> | undefined;
+    try {
+      shard = shardText === undefined ? undefined : parseShard(shardText);
+    } catch (error) {
+      throw new UsageError(`--shard: ${(error as Error).message}`);
+    }
     const stage = await openStage(args, ctx);
     const bar = ctx.progress('gc apply');
     const cancel = cancelOnSignal();
@@ -243,6 +271,7 @@ const gcApply: Command = {
       r = await applyGc(stage, dir, {
         tmpDir: stringArg(args, 'tmp-dir'),
         concurrency: concurrency === undefined ? undefined : Number(concurrency),
+        shard,
         signal: cancel.signal,
         onProgress: (p) =>
           bar.onProgress?.({
@@ -270,13 +299,33 @@ const gcApply: Command = {
 const gcKeepSet: Command = {
   name: 'gc keep-set',
   summary: 'export the keep-set (sorted, canonical, fingerprinted) for an external anti-join',
-  usage: 'provcat gc keep-set --stage STAGE --out FILE [--tmp-dir DIR] [--json]',
-  options: { stage: { type: 'string' }, out: { type: 'string' }, 'tmp-dir': { type: 'string' } },
+  usage:
+    'provcat gc keep-set --stage STAGE --out FILE [--format jsonl|parquet] [--tmp-dir DIR] [--json]',
+  options: {
+    stage: { type: 'string' },
+    out: { type: 'string' },
+    format: { type: 'string' },
+    'tmp-dir': { type: 'string' },
+  },
   positionals: [0, 0],
   async run(args, ctx) {
     const out = stringArg(args, 'out', true);
+    const format = stringArg(args, 'format') ?? 'jsonl';
+    if (format !== 'jsonl' && format !== 'parquet') {
+      throw new UsageError(`--format is jsonl or parquet, not '${format}'`);
+    }
     const stage = await openStage(args, ctx);
-    const file = await writeKeepSet(stage, out, { tmpDir: stringArg(args, 'tmp-dir') });
+    const tmpDir = stringArg(args, 'tmp-dir');
+    if (format === 'parquet') {
+      const r = await writeKeepSetParquet(stage, out, { tmpDir });
+      print(
+        ctx,
+        { out: r.path, entries: r.entries, fingerprint: r.fingerprint, sets: r.sets },
+        `${r.entries} entries from ${r.sets} reference sets in ${r.path} (Parquet; fingerprint ${r.fingerprint})`,
+      );
+      return 0;
+    }
+    const file = await writeKeepSet(stage, out, { tmpDir });
     print(
       ctx,
       {

@@ -32,6 +32,10 @@
  * again, its deleted objects now `missing`. So every run ends with exactly the planned
  * deletions (less what was skipped), however often it is interrupted.
  *
+ * **Shards** (`shard: {index, count}`, `gc apply --shard I/N`): the same steps over the pages
+ * numbered I, I+N, … only, with their own checkpoint `apply-I-of-N.json`; N shards on N
+ * machines are disjoint and together one whole apply, each resumable alone.
+ *
  * The window that remains: a reference added between step 3 and the deletions of one page. The
  * horizon rule (plan.ts) covers it — a reference is written within the cutoff of its object's
  * upload, and every candidate is older than that — and apply should run when datasets are not
@@ -53,13 +57,7 @@ import type { ExternalSortOptions } from './external-sort.js';
 import { writeKeepSet } from './keep-set.js';
 import type { SortedMatcher } from './matcher.js';
 import { NestedStages } from './nested.js';
-import {
-  type PlanManifest,
-  type PlanObject,
-  planPaths,
-  readPage,
-  verifyPlan,
-} from './plan-format.js';
+import { type PlanObject, planPaths, readPage, verifyPlan } from './plan-format.js';
 import { fullKey, type RefStage, readHeads } from './refs-log.js';
 import { makeWorkDir } from './work-dir.js';
 
@@ -75,7 +73,7 @@ export interface ApplyStage extends RefStage {
   abortUpload(upload: StageUpload, options?: ReadOptions): Promise<void>;
 }
 
-/** The counts of an apply (cumulative over every run of the same plan). */
+/** The counts of an apply (cumulative over every run of the same plan, or of the same shard). */
 export interface ApplyCounts {
   /** Objects deleted. */
   deleted: number;
@@ -113,6 +111,23 @@ export interface ApplyOptions {
   onProgress?: ((p: ApplyProgress) => void) | undefined;
   /** @internal Sort settings (tests force small runs). */
   sort?: Omit<ExternalSortOptions, 'dir'> | undefined;
+  /**
+   * Apply only shard `index` of `count` (1-based): the pages whose number N has
+   * `(N - 1) mod count = index - 1`. Shards are disjoint and together the whole plan; each has
+   * its own checkpoint (`apply-I-of-N.json`), so each resumes on its own machine.
+   */
+  shard?: { index: number; count: number } | undefined;
+}
+
+/** The shard `I/N` of `gc apply --shard` as {@link ApplyOptions.shard}; RangeError otherwise. */
+export function parseShard(text: string): { index: number; count: number } {
+  const m = /^(\d{1,6})\/(\d{1,6})$/.exec(text);
+  const index = Number(m?.[1]);
+  const count = Number(m?.[2]);
+  if (!m || count < 1 || index < 1 || index > count) {
+    throw new RangeError(`a shard is I/N with 1 <= I <= N (e.g. 1/4), not '${text}'`);
+  }
+  return { index, count };
 }
 
 /** What {@link applyGc} did. */
@@ -127,6 +142,8 @@ export interface ApplyResult extends ApplyCounts {
 interface Checkpoint extends ApplyCounts {
   format: typeof CHECKPOINT_FORMAT;
   plan: string;
+  /** `I/N` for a shard's checkpoint; absent for a whole apply. */
+  shard?: string;
   /** Pages done. */
   done: number;
   /** The ID of the next page to do, `null` when every page is done. */
@@ -139,11 +156,11 @@ function checkpointError(file: string, why: string, cause?: unknown): GcPlanErro
 
 /** The checkpoint of plan `id` in `dir`, or a fresh one. Refuses one of another plan. */
 async function readCheckpoint(
-  dir: string,
+  file: string,
   id: string,
-  manifest: PlanManifest,
+  pages: readonly string[],
+  shard: string | undefined,
 ): Promise<Checkpoint> {
-  const file = planPaths(dir).checkpoint;
   let text: string;
   try {
     text = await readFile(file, { encoding: 'utf8', flag: fsc.O_RDONLY | fsc.O_NOFOLLOW });
@@ -156,8 +173,9 @@ async function readCheckpoint(
     return {
       format: CHECKPOINT_FORMAT,
       plan: id,
+      ...(shard === undefined ? {} : { shard }),
       done: 0,
-      next: manifest.pages[0] ?? null,
+      next: pages[0] ?? null,
       deleted: 0,
       missing: 0,
       skipped: 0,
@@ -177,6 +195,12 @@ async function readCheckpoint(
   if (value.format !== CHECKPOINT_FORMAT)
     throw checkpointError(file, `format ${String(value.format)}`);
   if (value.plan !== id) throw checkpointError(file, `it is of plan ${value.plan}, not ${id}`);
+  if (value.shard !== shard) {
+    throw checkpointError(
+      file,
+      `it is of shard ${value.shard ?? '(whole)'}, not ${shard ?? '(whole)'}`,
+    );
+  }
   const counts = [
     value.done,
     value.deleted,
@@ -185,16 +209,13 @@ async function readCheckpoint(
     value.aborted,
     value.bytes,
   ];
-  if (
-    !counts.every((n) => Number.isSafeInteger(n) && n >= 0) ||
-    value.done > manifest.pages.length
-  ) {
+  if (!counts.every((n) => Number.isSafeInteger(n) && n >= 0) || value.done > pages.length) {
     throw checkpointError(file, 'counts are not valid');
   }
-  if (value.next !== (manifest.pages[value.done] ?? null)) {
+  if (value.next !== (pages[value.done] ?? null)) {
     throw checkpointError(
       file,
-      `its next page ${value.next} is not page ${value.done + 1} of the plan`,
+      `its next page ${value.next} is not page ${value.done + 1} of the ${shard === undefined ? 'plan' : `shard ${shard}`}`,
     );
   }
   return value;
@@ -267,10 +288,26 @@ export async function applyGc(
   }
   const resolved = path.resolve(dir);
   const { id, manifest } = await verifyPlan(resolved, stage.identity);
-  const checkpoint = await readCheckpoint(resolved, id, manifest);
+  const shard = options.shard;
+  if (shard !== undefined) parseShard(`${shard.index}/${shard.count}`);
+  // The plan's page numbers (0-based) this apply does, in order.
+  const mine = manifest.pages
+    .map((_, i) => i)
+    .filter((i) => shard === undefined || i % shard.count === shard.index - 1);
+  const shardText = shard === undefined ? undefined : `${shard.index}/${shard.count}`;
+  const checkpointFile =
+    shard === undefined
+      ? planPaths(resolved).checkpoint
+      : path.join(resolved, `apply-${shard.index}-of-${shard.count}.json`);
+  const checkpoint = await readCheckpoint(
+    checkpointFile,
+    id,
+    mine.map((i) => manifest.pages[i] as string),
+    shardText,
+  );
   const result = (applied: number): ApplyResult => ({
     plan: id,
-    pages: manifest.pages.length,
+    pages: mine.length,
     applied,
     deleted: checkpoint.deleted,
     missing: checkpoint.missing,
@@ -278,7 +315,7 @@ export async function applyGc(
     aborted: checkpoint.aborted,
     bytes: checkpoint.bytes,
   });
-  if (checkpoint.done === manifest.pages.length) return result(0);
+  if (checkpoint.done === mine.length) return result(0);
   const cutoffMs = Date.parse(manifest.cutoff);
   const changed = (current: string) =>
     new ReferencesChanged(
@@ -306,7 +343,7 @@ export async function applyGc(
     const progress = (page: ApplyCounts) =>
       options.onProgress?.({
         pages: checkpoint.done,
-        totalPages: manifest.pages.length,
+        totalPages: mine.length,
         candidates: manifest.totals.candidates,
         totalBytes: manifest.totals.bytes,
         decided,
@@ -317,7 +354,8 @@ export async function applyGc(
         bytes: checkpoint.bytes + page.bytes,
       });
     // Counts of the page in progress join the checkpoint's only once the page is done.
-    for (let i = checkpoint.done; i < manifest.pages.length; i++) {
+    for (let n = checkpoint.done; n < mine.length; n++) {
+      const i = mine[n] as number;
       signal?.throwIfAborted();
       const heads = await readHeads(stage, signal);
       if (heads.fingerprint !== manifest.references) throw changed(heads.fingerprint);
@@ -364,14 +402,14 @@ export async function applyGc(
         );
         counts.aborted += 1;
       }
-      checkpoint.done = i + 1;
-      checkpoint.next = manifest.pages[i + 1] ?? null;
+      checkpoint.done = n + 1;
+      checkpoint.next = manifest.pages[mine[n + 1] ?? manifest.pages.length] ?? null;
       checkpoint.deleted += counts.deleted;
       checkpoint.missing += counts.missing;
       checkpoint.skipped += counts.skipped;
       checkpoint.aborted += counts.aborted;
       checkpoint.bytes += counts.bytes;
-      await writeFileAtomic(planPaths(resolved).checkpoint, canonicalJson(checkpoint));
+      await writeFileAtomic(checkpointFile, canonicalJson(checkpoint));
       applied += 1;
       progress(none);
     }

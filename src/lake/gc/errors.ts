@@ -62,7 +62,9 @@ export type PlanProblem =
   /** `--out` already holds a plan or other files. */
   | 'Exists'
   /** The apply checkpoint does not belong to this plan or is not valid. */
-  | 'Checkpoint';
+  | 'Checkpoint'
+  /** A candidates file made against another keep-set (its fingerprint is not the live one). */
+  | 'KeepSetMismatch';
 
 /** A GC plan (or its apply checkpoint) cannot be trusted; nothing is deleted. */
 export class GcPlanError extends StoreError {

@@ -12,7 +12,9 @@ export {
   type ApplyResult,
   applyGc,
   CHECKPOINT_FORMAT,
+  parseShard,
 } from './apply.js';
+export { type CandidatesOptions, FINGERPRINT_METADATA, readCandidates } from './candidates.js';
 export { parseDuration } from './duration.js';
 export {
   GcPlanError,
@@ -30,6 +32,13 @@ export {
   type KeyEncoding,
   readInventoryFile,
 } from './inventory.js';
+export {
+  type CheckedManifest,
+  checkManifest,
+  isManifestName,
+  type ManifestOptions,
+  readManifestRows,
+} from './inventory-manifests.js';
 export { type KeepSetOptions, writeKeepSet } from './keep-set.js';
 export {
   KEEP_SET_FORMAT,
@@ -40,6 +49,7 @@ export {
   KeepSetWriter,
   readKeepSet,
 } from './keep-set-file.js';
+export { type KeepSetParquetResult, writeKeepSetParquet } from './keep-set-parquet.js';
 export {
   covers,
   entryOfLocation,

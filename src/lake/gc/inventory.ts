@@ -28,6 +28,7 @@ import { createGunzip } from 'node:zlib';
 import type { ReadOptions } from '../stage-contract.js';
 import { CsvParser } from './csv.js';
 import { InventoryError } from './errors.js';
+import { readParquetRows } from './parquet.js';
 
 /** One object of an inventory, by its full key (bucket- or root-relative). */
 export interface InventoryRow {
@@ -40,17 +41,37 @@ export interface InventoryRow {
   version: string | undefined;
   /** The bucket the row names, when the inventory says. */
   bucket?: string | undefined;
+  /** A candidates file's keep-set fingerprint, when the row carries one (candidates.ts). */
+  fingerprint?: string | undefined;
 }
 
 /** How an inventory file's keys are written. */
 export type KeyEncoding = 'url' | 'raw';
 /** An inventory file's format. */
-export type InventoryFormat = 'csv' | 'jsonl';
+export type InventoryFormat = 'csv' | 'jsonl' | 'parquet';
+
+/** A column of an inventory file, as {@link InventoryFileOptions.aliases} names it. */
+export type Column =
+  | 'key'
+  | 'size'
+  | 'lastModified'
+  | 'bucket'
+  | 'isLatest'
+  | 'isDeleteMarker'
+  | 'fingerprint';
 
 /** Options of {@link readInventoryFile}. */
 export interface InventoryFileOptions {
-  /** Default: from the name (`.csv`, `.jsonl`/`.ndjson`/`.json`, each optionally `.gz`). */
+  /** Default: from the name (`.csv`, `.jsonl`/`.ndjson`/`.json`, each optionally `.gz`; `.parquet`). */
   format?: InventoryFormat | undefined;
+  /** A CSV without a header row: its column names (S3 Inventory: the manifest's `fileSchema`). */
+  header?: readonly string[] | undefined;
+  /** More column names (as matched: lower case, no `_`, `-`, spaces), e.g. GCS's `name`. */
+  aliases?: Readonly<Record<string, Column>> | undefined;
+  /** The key column starts with the container (Azure Blob Inventory's `Name`): split it off. */
+  containerInKey?: boolean | undefined;
+  /** Called for every data row read, whatever becomes of it (manifests check their counts). */
+  onRow?: (() => void) | undefined;
   /** Default: `url` for CSV (as S3 Inventory writes), `raw` for JSON Lines. */
   keyEncoding?: KeyEncoding | undefined;
   signal?: AbortSignal | undefined;
@@ -84,11 +105,9 @@ export async function* listingInventory(
 }
 
 /** Column names as matched: lower case, without `_`, `-` and spaces. */
-function columnName(name: string): string {
+export function columnName(name: string): string {
   return name.toLowerCase().replace(/[\s_-]/g, '');
 }
-
-type Column = 'key' | 'size' | 'lastModified' | 'bucket' | 'isLatest' | 'isDeleteMarker';
 
 const COLUMNS: Record<string, Column> = {
   key: 'key',
@@ -100,6 +119,8 @@ const COLUMNS: Record<string, Column> = {
   isdeletemarker: 'isDeleteMarker',
 };
 
+/** An HTTP date, as some Azure tools write `Last-Modified`. */
+const RFC1123 = /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
 
 /** Decode one URL-encoded key (form encoding), exactly once. */
@@ -117,7 +138,12 @@ export function decodeUrlKey(text: string, where: string): string {
 }
 
 function parseSize(value: unknown, where: string): number {
-  const n = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
+  const n =
+    typeof value === 'string' && /^\d+$/.test(value)
+      ? Number(value)
+      : typeof value === 'bigint'
+        ? Number(value)
+        : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
     throw new InventoryError(
       `${where}: size ${JSON.stringify(value)} is not a non-negative integer`,
@@ -129,7 +155,8 @@ function parseSize(value: unknown, where: string): number {
 function parseTime(value: unknown, where: string): number | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
-  if (typeof value === 'string' && ISO.test(value)) {
+  if (value instanceof Date && !Number.isNaN(value.getTime())) return value.getTime();
+  if (typeof value === 'string' && (ISO.test(value) || RFC1123.test(value))) {
     const ms = Date.parse(value);
     if (!Number.isNaN(ms)) return ms;
   }
@@ -150,19 +177,30 @@ function rowOf(
   get: (c: Column) => unknown,
   encoding: KeyEncoding,
   where: string,
+  containerInKey = false,
 ): InventoryRow | undefined {
   if (parseBool(get('isLatest'), where, 'is_latest') === false) return undefined;
   if (parseBool(get('isDeleteMarker'), where, 'is_delete_marker') === true) return undefined;
   const raw = get('key');
   if (typeof raw !== 'string' || raw === '') throw new InventoryError(`${where}: no key`);
-  const key = encoding === 'url' ? decodeUrlKey(raw, where) : raw;
-  const bucket = get('bucket');
+  let key = encoding === 'url' ? decodeUrlKey(raw, where) : raw;
+  let bucket = get('bucket');
+  const fingerprint = get('fingerprint');
+  if (containerInKey) {
+    const slash = key.indexOf('/');
+    if (slash <= 0)
+      throw new InventoryError(`${where}: name ${JSON.stringify(key)} has no container`);
+    bucket = key.slice(0, slash);
+    key = key.slice(slash + 1);
+    if (key === '') throw new InventoryError(`${where}: no blob name after the container`);
+  }
   return {
     key,
     size: parseSize(get('size'), where),
     lastModified: parseTime(get('lastModified'), where),
     version: undefined,
     bucket: typeof bucket === 'string' && bucket !== '' ? bucket : undefined,
+    ...(fingerprint === undefined ? {} : { fingerprint: String(fingerprint) }),
   };
 }
 
@@ -171,8 +209,9 @@ function formatOf(file: string, given: InventoryFormat | undefined): InventoryFo
   const name = file.toLowerCase().replace(/\.gz$/, '');
   if (name.endsWith('.csv')) return 'csv';
   if (name.endsWith('.jsonl') || name.endsWith('.ndjson') || name.endsWith('.json')) return 'jsonl';
+  if (name.endsWith('.parquet')) return 'parquet';
   throw new InventoryError(
-    `cannot tell the format of ${file} from its name: name it .csv or .jsonl, or give the format`,
+    `cannot tell the format of ${file} from its name: name it .csv, .jsonl or .parquet, or give the format`,
   );
 }
 
@@ -197,10 +236,14 @@ async function* textOf(file: string, signal: AbortSignal | undefined): AsyncGene
   }
 }
 
-function columnsOf(names: readonly string[], file: string): Map<Column, number> {
+function columnsOf(
+  names: readonly string[],
+  file: string,
+  aliases: Readonly<Record<string, Column>> = {},
+): Map<Column, number> {
   const columns = new Map<Column, number>();
   for (const [i, name] of names.entries()) {
-    const column = COLUMNS[columnName(name)];
+    const column = aliases[columnName(name)] ?? COLUMNS[columnName(name)];
     if (column === undefined) continue;
     if (columns.has(column)) throw new InventoryError(`${file}: column ${name} appears twice`);
     columns.set(column, i);
@@ -225,17 +268,51 @@ export async function* readInventoryFile(
 ): AsyncGenerator<InventoryRow> {
   const format = formatOf(file, options.format);
   const encoding = options.keyEncoding ?? (format === 'csv' ? 'url' : 'raw');
+  const aliases = options.aliases ?? {};
+  const container = options.containerInKey === true;
+  if (format === 'parquet') {
+    let columns: Map<Column, number> | undefined;
+    let names: readonly string[] = [];
+    let rowNumber = 0;
+    const rows = readParquetRows(
+      file,
+      (all) => {
+        columns = columnsOf(all, file, aliases);
+        names = all;
+        return [...columns.values()].map((i) => all[i] as string);
+      },
+      options.signal,
+    );
+    for await (const row of rows) {
+      rowNumber += 1;
+      options.onRow?.();
+      const cols = columns as Map<Column, number>;
+      const out = rowOf(
+        (c) => {
+          const i = cols.get(c);
+          return i === undefined ? undefined : row[names[i] as string];
+        },
+        encoding,
+        `${file} row ${rowNumber}`,
+        container,
+      );
+      if (out) yield out;
+    }
+    return;
+  }
   if (format === 'csv') {
     const parser = new CsvParser();
-    let columns: Map<Column, number> | undefined;
+    let columns: Map<Column, number> | undefined =
+      options.header === undefined ? undefined : columnsOf(options.header, file, aliases);
     let rowNumber = 0;
     const handle = function* (rows: string[][]): Generator<InventoryRow> {
       for (const row of rows) {
         rowNumber += 1;
         if (columns === undefined) {
-          columns = columnsOf(row, file);
+          columns = columnsOf(row, file, aliases);
           continue;
         }
+        options.onRow?.();
         const where = `${file} row ${rowNumber}`;
         const cols = columns;
         const out = rowOf(
@@ -245,6 +322,7 @@ export async function* readInventoryFile(
           },
           encoding,
           where,
+          container,
         );
         if (out) yield out;
       }
@@ -269,10 +347,11 @@ export async function* readInventoryFile(
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InventoryError(`${where} is not a JSON object`);
     }
+    options.onRow?.();
     const byColumn = new Map<Column, unknown>();
     const names = new Map<Column, string>();
     for (const [name, v] of Object.entries(value)) {
-      const column = COLUMNS[columnName(name)];
+      const column = aliases[columnName(name)] ?? COLUMNS[columnName(name)];
       if (column === undefined) continue;
       const other = names.get(column);
       if (other !== undefined) {
@@ -284,7 +363,7 @@ export async function* readInventoryFile(
       names.set(column, name);
       byColumn.set(column, v);
     }
-    const out = rowOf((c) => byColumn.get(c), encoding, where);
+    const out = rowOf((c) => byColumn.get(c), encoding, where, container);
     if (out) yield out;
   };
   for await (const text of textOf(file, options.signal)) {

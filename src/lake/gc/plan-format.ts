@@ -91,6 +91,11 @@ export interface PlanTotals {
   outside: number;
   /** Keys inside the stage that no location can name (`a//b`, control characters), left alone. */
   unnameable: number;
+  /**
+   * A plan from candidates only (and always there): candidates the store showed gone, of another
+   * size or time when planned (HEAD), dropped.
+   */
+  changed?: number;
 }
 
 /** The manifest: what binds a plan. */
@@ -102,8 +107,8 @@ export interface PlanManifest {
   created: string;
   /** Objects last modified before this time (ISO 8601 UTC) were candidates. */
   cutoff: string;
-  /** `listing` or `inventory`. */
-  source: 'listing' | 'inventory';
+  /** `listing`, `inventory` (a file or a cloud's manifest) or `candidates` (an engine's). */
+  source: 'listing' | 'inventory' | 'candidates';
   /** The fingerprint of the reference sets the keep-set was read from. */
   references: string;
   /** The keep-set used: its entry count and file digest. */
@@ -235,7 +240,9 @@ export async function readManifest(dir: string): Promise<{ id: string; manifest:
   if (typeof m.stage !== 'string') throw corrupt(what, 'stage is not a string');
   if (!isTime(m.created) || !isTime(m.cutoff))
     throw corrupt(what, 'created or cutoff is not a time');
-  if (m.source !== 'listing' && m.source !== 'inventory') throw corrupt(what, 'unknown source');
+  if (m.source !== 'listing' && m.source !== 'inventory' && m.source !== 'candidates') {
+    throw corrupt(what, 'unknown source');
+  }
   if (typeof m.references !== 'string' || !HEX64.test(m.references)) {
     throw corrupt(what, 'references is not a fingerprint');
   }
@@ -258,6 +265,7 @@ export async function readManifest(dir: string): Promise<{ id: string; manifest:
     'uploads',
     'outside',
     'unnameable',
+    ...(m.source === 'candidates' ? ['changed'] : []),
   ];
   checkFields(totals, totalFields, `${what} totals`);
   for (const f of totalFields)

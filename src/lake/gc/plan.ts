@@ -31,11 +31,12 @@
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { sha256Hex } from '../../core/digest.js';
-import { StoreError } from '../../core/errors.js';
+import { NotFound, StoreError } from '../../core/errors.js';
 import { writeFileAtomic } from '../../core/fs-atomic.js';
 import { checkOutputDirectory } from '../../core/output-file.js';
 import type { StageUpload } from '../stage.js';
 import type { ReadOptions } from '../stage-contract.js';
+import { readCandidates } from './candidates.js';
 import { GcPlanError, InventoryError } from './errors.js';
 import { ExternalSort, type ExternalSortOptions } from './external-sort.js';
 import {
@@ -46,6 +47,12 @@ import {
   listingInventory,
   readInventoryFile,
 } from './inventory.js';
+import {
+  accountOfEndpoint,
+  checkManifest,
+  isManifestName,
+  readManifestRows,
+} from './inventory-manifests.js';
 import { writeKeepSet } from './keep-set.js';
 import { isReservedKey, keyProblem, nestedStageOf } from './keys.js';
 import { KeepSetIndex } from './matcher.js';
@@ -65,7 +72,11 @@ import {
   planPaths,
 } from './plan-format.js';
 import type { RefStage } from './refs-log.js';
+import { fullKey } from './refs-log.js';
 import { makeWorkDir } from './work-dir.js';
+
+/** HEADs of candidates in flight at once (plan from candidates). */
+const HEAD_WINDOW = 16;
 
 /** The default cutoff: 7 days. */
 export const DEFAULT_OLDER_THAN_MS = 7 * 24 * 60 * 60 * 1000;
@@ -94,9 +105,18 @@ export interface PlanOptions {
   out: string;
   /** Objects last modified more than this long ago (ms) are candidates. Default 7 days. */
   olderThanMs?: number | undefined;
-  /** Read this inventory file instead of listing the stage (inventory.ts). */
+  /**
+   * Read this inventory instead of listing the stage: one file (inventory.ts) or a cloud's
+   * inventory manifest (inventory-manifests.ts; by its name, or `inventoryFormat: 'manifest'`).
+   */
   inventory?: string | undefined;
-  inventoryFormat?: InventoryFormat | undefined;
+  inventoryFormat?: InventoryFormat | 'manifest' | undefined;
+  /** The oldest manifest accepted (ms since it was taken). Default: `olderThanMs`. */
+  maxInventoryAgeMs?: number | undefined;
+  /** Where a manifest's data files are (default: beside the manifest, see inventory-manifests.ts). */
+  inventoryRoot?: string | undefined;
+  /** Plan from an engine's candidates file instead (candidates.ts); exclusive with `inventory`. */
+  candidates?: string | undefined;
   keyEncoding?: KeyEncoding | undefined;
   /** Where temporary files go (default: the OS temp directory). */
   tmpDir?: string | undefined;
@@ -185,6 +205,14 @@ async function prepareOut(dir: string): Promise<boolean> {
   return made;
 }
 
+/** The storage account an Azure stage's descriptor names (or its endpoint does), if any. */
+function accountOf(stage: PlanStage): string | undefined {
+  const d = stage.descriptor as { kind?: unknown; account?: unknown; endpoint?: unknown };
+  if (d.kind !== 'az') return undefined;
+  if (typeof d.account === 'string') return d.account;
+  return typeof d.endpoint === 'string' ? accountOfEndpoint(d.endpoint) : undefined;
+}
+
 /** The bucket a stage's descriptor names (Azure: its container), if it names one. */
 function bucketOf(stage: PlanStage): string | undefined {
   const d = stage.descriptor as { bucket?: unknown; container?: unknown };
@@ -208,6 +236,9 @@ export async function planGc(stage: PlanStage, options: PlanOptions): Promise<Pl
   const pageSize = options.pageSize ?? DEFAULT_PAGE_SIZE;
   if (!Number.isSafeInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
     throw new RangeError(`pageSize must be an integer in 1..${MAX_PAGE_SIZE}, not ${pageSize}`);
+  }
+  if (options.inventory !== undefined && options.candidates !== undefined) {
+    throw new RangeError('plan from an inventory or from candidates, not both');
   }
   const dir = path.resolve(options.out);
   const created = Date.now();
@@ -243,7 +274,14 @@ async function writePlan(
     uploads: 0,
     outside: 0,
     unnameable: 0,
+    ...(options.candidates === undefined ? {} : { changed: 0 }),
   };
+  const source =
+    options.candidates !== undefined
+      ? 'candidates'
+      : options.inventory !== undefined
+        ? 'inventory'
+        : 'listing';
   const report = (phase: PlanProgress['phase'], scanned: number, bytes: number) =>
     options.onProgress?.({ phase, scanned, bytes, candidates: totals.candidates });
   try {
@@ -259,14 +297,7 @@ async function writePlan(
     const nested = new Set<string>();
     const prefix = stage.keyPrefix === '' ? '' : `${stage.keyPrefix}/`;
     const bucket = bucketOf(stage);
-    const rows: AsyncIterable<InventoryRow> =
-      options.inventory === undefined
-        ? listingInventory(stage, { signal })
-        : readInventoryFile(options.inventory, {
-            format: options.inventoryFormat,
-            keyEncoding: options.keyEncoding,
-            signal,
-          });
+    const rows = await rowsOf(stage, options, keep.fingerprint, bucket, created);
     let read = 0;
     let readBytes = 0;
     for await (const row of rows) {
@@ -292,16 +323,34 @@ async function writePlan(
     const pages = new PageWriter(dir, pageSize);
     const matcher = keep.matcher();
     // A listing shows every nested stage's `.provcat/`; an inventory file need not.
-    const probe = options.inventory === undefined ? undefined : new NestedStages(stage, signal);
+    const probe = source === 'listing' ? undefined : new NestedStages(stage, signal);
     let previous: string | undefined;
     let decidedBytes = 0;
+    const plan = async (key: string, size: number, version: string | null, mtime: number) => {
+      totals.candidates += 1;
+      totals.bytes += size;
+      const full = pages.object({
+        key,
+        size,
+        version,
+        lastModified: new Date(mtime).toISOString(),
+      });
+      if (full) await full;
+    };
+    type Pending = { key: string; size: number; result: ReturnType<typeof liveCheck> };
+    const heads: Pending[] = [];
+    const take = async ({ key, size, result }: Pending) => {
+      const live = await result;
+      if (typeof live === 'string') totals[live] = (totals[live] ?? 0) + 1;
+      else await plan(key, size, live.version, live.mtime);
+    };
     try {
       for await (const [key, size, mtime, version] of sorter.sorted()) {
         if (key === previous) {
-          const message = `the ${options.inventory === undefined ? 'listing' : 'inventory'} names ${JSON.stringify(key)} twice`;
-          throw options.inventory === undefined
+          const message = `the ${source} names ${JSON.stringify(key)} twice`;
+          throw source === 'listing'
             ? new StoreError(message)
-            : new InventoryError(`${options.inventory}: ${message}`);
+            : new InventoryError(`${options.inventory ?? options.candidates}: ${message}`);
         }
         previous = key;
         totals.scanned += 1;
@@ -320,18 +369,20 @@ async function writePlan(
         } else if (probe !== undefined && (await probe.around(key)) !== undefined) {
           // A stage nested here that the inventory file does not show (nested.ts).
           totals.reserved += 1;
+        } else if (source === 'candidates') {
+          // The engine's row is a claim; the store decides (candidates.ts). HEADs run
+          // `HEAD_WINDOW` at once and are taken in key order, so pages stay ascending.
+          const result = liveCheck(stage, key, size, mtime, cutoffMs, signal);
+          // Awaited in order below; this only keeps a rejection that arrives while an earlier
+          // HEAD is awaited from being reported as unhandled.
+          result.catch(() => undefined);
+          heads.push({ key, size, result });
+          if (heads.length >= HEAD_WINDOW) await take(heads.shift() as Pending);
         } else {
-          totals.candidates += 1;
-          totals.bytes += size;
-          const full = pages.object({
-            key,
-            size,
-            version,
-            lastModified: new Date(mtime).toISOString(),
-          });
-          if (full) await full;
+          await plan(key, size, version, mtime);
         }
       }
+      while (heads.length > 0) await take(heads.shift() as Pending);
     } finally {
       await matcher.close();
     }
@@ -358,7 +409,7 @@ async function writePlan(
       stage: stage.identity,
       created: new Date(created).toISOString(),
       cutoff: new Date(cutoffMs).toISOString(),
-      source: options.inventory === undefined ? 'listing' : 'inventory',
+      source,
       references: keep.fingerprint,
       keep: { entries: keep.entries, sha256: keep.sha256 },
       totals,
@@ -379,4 +430,72 @@ async function writePlan(
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
+}
+
+/** The rows a plan reads: the listing, an inventory file or manifest, or candidates. */
+async function rowsOf(
+  stage: PlanStage,
+  options: PlanOptions,
+  fingerprint: string,
+  bucket: string | undefined,
+  now: number,
+): Promise<AsyncIterable<InventoryRow>> {
+  const signal = options.signal;
+  if (options.candidates !== undefined) {
+    return readCandidates(options.candidates, fingerprint, {
+      format: options.inventoryFormat === 'manifest' ? undefined : options.inventoryFormat,
+      keyEncoding: options.keyEncoding,
+      signal,
+    });
+  }
+  if (options.inventory === undefined) return listingInventory(stage, { signal });
+  const file = options.inventory;
+  if (
+    options.inventoryFormat === 'manifest' ||
+    (options.inventoryFormat === undefined && isManifestName(file))
+  ) {
+    const checked = await checkManifest(file, {
+      bucket,
+      account: accountOf(stage),
+      maxAgeMs: options.maxInventoryAgeMs ?? options.olderThanMs ?? DEFAULT_OLDER_THAN_MS,
+      now,
+      root: options.inventoryRoot,
+      keyEncoding: options.keyEncoding,
+      signal,
+    });
+    return readManifestRows(file, checked, signal);
+  }
+  return readInventoryFile(file, {
+    format: options.inventoryFormat,
+    keyEncoding: options.keyEncoding,
+    signal,
+  });
+}
+
+/**
+ * A candidate as the store shows it now: its version and time to plan, or why it is dropped
+ * (`changed`: gone, another size, another time; `young`; `undated`).
+ */
+async function liveCheck(
+  stage: PlanStage,
+  key: string,
+  size: number,
+  mtime: number,
+  cutoffMs: number,
+  signal: AbortSignal | undefined,
+): Promise<{ version: string; mtime: number } | 'changed' | 'young' | 'undated'> {
+  const backend = await stage.backend();
+  let head: Awaited<ReturnType<typeof backend.head>>;
+  try {
+    head = await backend.head(fullKey(stage, key), { signal });
+  } catch (error) {
+    if (error instanceof NotFound) return 'changed';
+    throw error;
+  }
+  const now = head.lastModified?.getTime();
+  if (now === undefined) return 'undated';
+  if (now >= cutoffMs) return 'young';
+  // Stores report times to the second (S3's HEAD) or finer: compare at whole seconds.
+  if (head.size !== size || Math.floor(now / 1000) !== Math.floor(mtime / 1000)) return 'changed';
+  return { version: head.version, mtime: now };
 }

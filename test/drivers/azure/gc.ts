@@ -15,6 +15,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { DEV_ACCOUNT_KEY, DEV_ACCOUNT_NAME } from '../../../servers/azure-dev-account.js';
 import { applyGc, planGc, type Stage, stageFromDescriptor } from '../../../src/lake/index.js';
 import { azureTarget, describeAzurite, dropContainer, newContainer } from '../../setup/azure.js';
+import { gcScaleSuite } from '../../support/gc-scale-suite.js';
 import { type GcTarget, gcSuite, HOSTILE } from '../../support/gc-suite.js';
 import { gcTamperSuite } from '../../support/gc-tamper-suite.js';
 import { isReserved } from '../../support/gc-targets.js';
@@ -106,6 +107,7 @@ describeAzurite('garbage collection on an Azure stage (Azurite)', () => {
   };
   gcSuite(suite);
   gcTamperSuite(suite);
+  gcScaleSuite(suite);
 
   it('an inventory row of another container never authorizes a deletion here', async () => {
     const t = azureGcTarget(container, endpoint);

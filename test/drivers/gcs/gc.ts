@@ -14,6 +14,7 @@ import { Storage } from '@google-cloud/storage';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startGcsServer } from '../../../servers/gcs/server.js';
 import { applyGc, planGc, type Stage, stageFromDescriptor } from '../../../src/lake/index.js';
+import { gcScaleSuite } from '../../support/gc-scale-suite.js';
 import { type GcTarget, gcSuite } from '../../support/gc-suite.js';
 import { gcTamperSuite } from '../../support/gc-tamper-suite.js';
 import { isReserved } from '../../support/gc-targets.js';
@@ -76,6 +77,7 @@ describe('garbage collection on a GCS stage', () => {
   };
   gcSuite(suite);
   gcTamperSuite(suite);
+  gcScaleSuite(suite);
 
   it('leaves the sessions it cannot list open (they expire on their own)', async () => {
     const t = gcsTarget(bucket);

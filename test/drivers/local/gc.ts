@@ -14,6 +14,7 @@ import { gcCommands } from '../../../src/cli/commands/gc.js';
 import { hostTag } from '../../../src/core/fs-atomic.js';
 import { applyGc, planGc } from '../../../src/lake/index.js';
 import type { Progress } from '../../../src/store/store.js';
+import { gcScaleSuite } from '../../support/gc-scale-suite.js';
 import { cli, gcSuite } from '../../support/gc-suite.js';
 import { gcTamperSuite } from '../../support/gc-tamper-suite.js';
 import { localTarget } from '../../support/gc-targets.js';
@@ -35,6 +36,7 @@ describe('garbage collection on the local stage', () => {
   };
   gcSuite(suite);
   gcTamperSuite(suite);
+  gcScaleSuite(suite);
 });
 
 describe('temp folders of killed GC runs', () => {

@@ -18,6 +18,7 @@ import {
 } from '../../../src/lake/index.js';
 import { testClient } from '../../fixtures/lake-helpers.js';
 import { createTestBucket, describeS3, dropTestBucket } from '../../setup/s3.js';
+import { gcScaleSuite } from '../../support/gc-scale-suite.js';
 import { gcSuite } from '../../support/gc-suite.js';
 import { gcTamperSuite } from '../../support/gc-tamper-suite.js';
 import { s3Target } from '../../support/gc-targets.js';
@@ -44,6 +45,7 @@ describeS3('garbage collection on an S3 stage', () => {
   };
   gcSuite(suite);
   gcTamperSuite(suite);
+  gcScaleSuite(suite);
 
   it('on a versioned bucket that ignores If-None-Match (oldest-version-wins)', async () => {
     const target = s3Target(versioned);
