@@ -11,14 +11,14 @@
  * UTF-8 cannot become a key, so it is refused rather than sent under a replacement character.
  *
  * **Reads are snapshots.** A file is read between two `stat` calls that must agree (size, mtime,
- * inode, device); a file that changed while it was read is read again, and after
+ * ctime, inode, device, in nanoseconds and as exact integers); a file that changed while it was read is read again, and after
  * {@link STABLE_ATTEMPTS} tries is {@link SourceChanged}. So the bytes sent or hashed are one
  * state of the file, never a mix of two.
  *
  * @module
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, type Dirent, type Stats } from 'node:fs';
+import { type BigIntStats, createReadStream, type Dirent } from 'node:fs';
 import { lstat, readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { SourceChanged, SourceError, UriError } from '../core/errors.js';
@@ -27,12 +27,17 @@ import { compareUtf8 } from '../core/keys.js';
 /** Reads of a file that kept changing before it is {@link SourceChanged}. */
 export const STABLE_ATTEMPTS = 3;
 
-/** What identifies one state of a local file: equal stamps mean an unchanged file. */
+/**
+ * What identifies one state of a local file: equal stamps mean an unchanged file. The times are
+ * nanoseconds and the inode and device exact (`stat` with `bigint`); any write changes the ctime,
+ * even one whose writer restores the mtime after it.
+ */
 export interface FileStamp {
   size: number;
-  mtimeMs: number;
-  ino: number;
-  dev: number;
+  mtimeNs: bigint;
+  ctimeNs: bigint;
+  ino: bigint;
+  dev: bigint;
 }
 
 /** One file of a local folder. */
@@ -45,13 +50,25 @@ export interface LocalFile {
   stamp: FileStamp;
 }
 
-function stampOf(st: Stats): FileStamp {
-  return { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, dev: st.dev };
+function stampOf(st: BigIntStats): FileStamp {
+  return {
+    size: Number(st.size),
+    mtimeNs: st.mtimeNs,
+    ctimeNs: st.ctimeNs,
+    ino: st.ino,
+    dev: st.dev,
+  };
 }
 
 /** True when two stamps describe the same state of a file. */
 export function sameStamp(a: FileStamp, b: FileStamp): boolean {
-  return a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino && a.dev === b.dev;
+  return (
+    a.size === b.size &&
+    a.mtimeNs === b.mtimeNs &&
+    a.ctimeNs === b.ctimeNs &&
+    a.ino === b.ino &&
+    a.dev === b.dev
+  );
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -78,9 +95,9 @@ function sourceError(file: string, cause: unknown): SourceError {
  * is not UTF-8. Reads only metadata.
  */
 export async function readLocalTree(root: string): Promise<LocalFile[]> {
-  let top: Stats;
+  let top: BigIntStats;
   try {
-    top = await stat(root);
+    top = await stat(root, { bigint: true });
   } catch (cause) {
     throw sourceError(root, cause);
   }
@@ -106,9 +123,9 @@ export async function readLocalTree(root: string): Promise<LocalFile[]> {
         }
         if (entry.isFile()) return { rel, path: file, stamp: stampOf(await lstatOf(file)) };
         if (entry.isSymbolicLink()) {
-          let target: Stats;
+          let target: BigIntStats;
           try {
-            target = await stat(file);
+            target = await stat(file, { bigint: true });
           } catch (cause) {
             throw new SourceError(`cannot push ${file}: a link to nothing`, { cause });
           }
@@ -128,9 +145,9 @@ export async function readLocalTree(root: string): Promise<LocalFile[]> {
   return out;
 }
 
-async function lstatOf(file: string): Promise<Stats> {
+async function lstatOf(file: string): Promise<BigIntStats> {
   try {
-    return await lstat(file);
+    return await lstat(file, { bigint: true });
   } catch (cause) {
     throw sourceError(file, cause);
   }
@@ -139,7 +156,7 @@ async function lstatOf(file: string): Promise<Stats> {
 /** The state of a file now (following a link). SourceError when it cannot be read. */
 export async function stampNow(file: string): Promise<FileStamp> {
   try {
-    return stampOf(await stat(file));
+    return stampOf(await stat(file, { bigint: true }));
   } catch (cause) {
     throw sourceError(file, cause);
   }
