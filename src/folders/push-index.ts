@@ -108,10 +108,10 @@ export class PushIndex {
    * forgotten instead (see the module comment).
    */
   record(rel: string, stamp: FileStamp, digests: FileDigests, readStartedNs: bigint): void {
-    const newest = stamp.mtimeNs > stamp.ctimeNs ? stamp.mtimeNs : stamp.ctimeNs;
     const old = this.entries.get(rel);
     this.dirty = true;
-    if (newest + RACY_WINDOW_NS > readStartedNs) {
+    const still = readStartedNs - RACY_WINDOW_NS;
+    if (stamp.mtimeNs > still || stamp.ctimeNs > still) {
       this.entries.delete(rel);
       return;
     }

@@ -359,7 +359,15 @@ export async function runPush(
     files.length,
   );
   const index = await PushIndex.open(store.cache.root, localDir);
-  const pusher = new FilePusher(store, bucket, prefix, dryRun, progress, options.contentType, index);
+  const pusher = new FilePusher(
+    store,
+    bucket,
+    prefix,
+    dryRun,
+    progress,
+    options.contentType,
+    index,
+  );
   const uploads: PushAction[] = [];
   let skipped = 0;
   const concurrency = options.concurrency ?? store.concurrency;

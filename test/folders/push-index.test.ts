@@ -56,7 +56,11 @@ describe('the push index', () => {
     await writeFile(file, 'CHARLIE'); // same size, other bytes, same inode
     utimesSync(file, OLD, OLD);
     const after = statSync(file, { bigint: true });
-    expect([after.size, after.mtimeNs, after.ino]).toEqual([before.size, before.mtimeNs, before.ino]);
+    expect([after.size, after.mtimeNs, after.ino]).toEqual([
+      before.size,
+      before.mtimeNs,
+      before.ino,
+    ]);
     const second = await store.push(dir, uri);
     expect(second).toMatchObject({ uploaded: 1, skipped: 3, hashed: 1 });
     expect(second.actions).toEqual([{ action: 'upload', path: 'b/c.txt', size: 7 }]);
