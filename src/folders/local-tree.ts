@@ -19,7 +19,7 @@
  */
 import { createHash } from 'node:crypto';
 import { type BigIntStats, createReadStream, type Dirent } from 'node:fs';
-import { lstat, readdir, readFile, stat } from 'node:fs/promises';
+import { type FileHandle, lstat, open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { SourceChanged, SourceError, UriError } from '../core/errors.js';
 import { compareUtf8 } from '../core/keys.js';
@@ -187,9 +187,43 @@ export async function stableRead<T>(
   }
 }
 
-/** The whole file, read as one snapshot (see {@link stableRead}). */
-export function readWhole(file: string): Promise<{ value: Buffer; stamp: FileStamp }> {
-  return stableRead(file, () => readFile(file));
+/**
+ * The whole file, read as one snapshot: opened once, its state taken from the open file before
+ * and after the read (`fstat`), which must agree, else read again, then {@link SourceChanged}
+ * (as {@link stableRead}, with five system calls instead of seven: no path lookup but the open).
+ * The bytes are one state of the file that was at `file` when it was opened.
+ */
+export async function readWhole(file: string): Promise<{ value: Buffer; stamp: FileStamp }> {
+  for (let attempt = 1; ; attempt++) {
+    let handle: FileHandle;
+    try {
+      handle = await open(file, 'r');
+    } catch (cause) {
+      throw sourceError(file, cause);
+    }
+    let before: FileStamp;
+    let after: FileStamp;
+    let value: Buffer;
+    try {
+      before = stampOf(await handle.stat({ bigint: true }));
+      value = Buffer.allocUnsafe(before.size);
+      let got = 0;
+      while (got < value.length) {
+        const { bytesRead } = await handle.read(value, got, value.length - got, got);
+        if (bytesRead === 0) break; // shorter now: the second stamp tells
+        got += bytesRead;
+      }
+      after = stampOf(await handle.stat({ bigint: true }));
+    } catch (cause) {
+      throw sourceError(file, cause);
+    } finally {
+      await handle.close();
+    }
+    if (sameStamp(before, after)) return { value, stamp: after };
+    if (attempt >= STABLE_ATTEMPTS) {
+      throw new SourceChanged(`${file} kept changing while it was read (${attempt} reads)`);
+    }
+  }
 }
 
 /** Digests of a file's bytes, in hex. */

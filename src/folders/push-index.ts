@@ -16,7 +16,7 @@
  * until it has been still for that long.
  *
  * **Where it lives.** One file per local folder (by the SHA-256 of its real path) in
- * `<cache root>/push-index/` (the cache root is env-paths' cache directory unless
+ * `<cache root>/v1/push-index/` (the cache root is env-paths' cache directory unless
  * `PROVCAT_CACHE_DIR` or the store's `cache` says otherwise), written whole to a temp file,
  * fsynced and renamed over the old one: a reader sees the old index or the new one, never a
  * torn one. An index that cannot be read or parsed is ignored (every file is hashed again) and
@@ -80,7 +80,7 @@ export class PushIndex {
   static async open(cacheRoot: string, localDir: string): Promise<PushIndex> {
     const dir = await realpath(localDir).catch(() => path.resolve(localDir));
     const name = createHash('sha256').update(dir).digest('hex').slice(0, 32);
-    const file = path.join(cacheRoot, 'push-index', `${name}.tsv`);
+    const file = path.join(cacheRoot, 'v1', 'push-index', `${name}.tsv`);
     let text: string;
     try {
       text = await readFile(file, 'utf8');

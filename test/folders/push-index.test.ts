@@ -43,7 +43,7 @@ describe('the push index', () => {
     const second = await store.push(dir, uri);
     expect(second).toMatchObject({ uploaded: 0, skipped: 4, hashed: 0 });
     // The index lives in the cache directory, one file per local folder.
-    const files = readdirSync(path.join(store.cache.root, 'push-index'));
+    const files = readdirSync(path.join(store.cache.root, 'v1', 'push-index'));
     expect(files.filter((f) => !f.startsWith('.tmp-'))).toHaveLength(1);
     await store.close();
   });
@@ -104,7 +104,7 @@ describe('the push index', () => {
   it('an unreadable index is ignored and rewritten: every file is hashed again', async () => {
     const { store, dir, uri } = await setup('corrupt');
     await store.push(dir, uri);
-    const indexDir = path.join(store.cache.root, 'push-index');
+    const indexDir = path.join(store.cache.root, 'v1', 'push-index');
     const [name] = readdirSync(indexDir);
     await writeFile(path.join(indexDir, name as string), 'not an index\n');
     expect(await store.push(dir, uri)).toMatchObject({ uploaded: 0, skipped: 4, hashed: 4 });
