@@ -46,6 +46,16 @@ function filesBelow(dir: string): string[] {
     .map((e) => path.relative(dir, path.join(e.parentPath, e.name)).split(path.sep).join('/'));
 }
 
+/** `count()`, or -1 when a directory vanished under it (the child removes locks and temps). */
+function racing(count: () => number): number {
+  try {
+    return count();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return -1;
+    throw error;
+  }
+}
+
 /**
  * Run the CLI and SIGKILL it once `progress()` reaches `at` (polled every few ms); resolves
  * with how it ended.
@@ -65,7 +75,7 @@ async function killWhen(
     done = true;
   });
   while (!done) {
-    if (progress() >= at) {
+    if (racing(progress) >= at) {
       child.kill('SIGKILL');
       break;
     }
