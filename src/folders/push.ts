@@ -305,10 +305,12 @@ export async function runPush(
       signal,
     );
   } finally {
-    // What was hashed stays true whether or not the push completed.
-    await index.save(localRels).catch((error: unknown) => {
-      debug('cannot save the push index (the next push hashes again): %s', String(error));
-    });
+    // What was hashed stays true whether or not the push completed; a dry run changes nothing.
+    if (!dryRun) {
+      await index.save(localRels).catch((error: unknown) => {
+        debug('cannot save the push index (the next push hashes again): %s', String(error));
+      });
+    }
   }
   const deletes: PushAction[] = [];
   await forEachLimit(

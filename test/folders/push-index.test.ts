@@ -4,7 +4,15 @@
  * inode, device) is read and hashed again — so a changed file is never skipped, even with its
  * size and mtime restored.
  */
-import { mkdtempSync, readdirSync, renameSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -38,6 +46,9 @@ async function setup(label: string, wait = true) {
 describe('the push index', () => {
   it('a second push of an unchanged folder reads and hashes no file', async () => {
     const { store, dir, uri } = await setup('unchanged');
+    // A dry run changes nothing, the index included.
+    expect(await store.push(dir, uri, { dryRun: true })).toMatchObject({ uploaded: 4, hashed: 4 });
+    expect(existsSync(path.join(store.cache.root, 'v1', 'push-index'))).toBe(false);
     const first = await store.push(dir, uri);
     expect(first).toMatchObject({ uploaded: 4, skipped: 0, hashed: 4 });
     const second = await store.push(dir, uri);
