@@ -86,6 +86,7 @@ const median = (xs) => {
 };
 
 const results = [];
+const cleanups = [];
 
 /** Run the tools of one case alternately: `prepare()` before each run, then the command. */
 function runCase(id, title, tools) {
@@ -123,6 +124,8 @@ try {
     seed(small, Number(opt.small), 4096);
     const bucket = `bench-push-${Date.now()}`;
     spawnSync(process.execPath, [BIN, 'mb', `s3://${bucket}`], { env, stdio: 'ignore' });
+    // The in-memory OSD keeps what it holds: remove the bucket and its objects at the end.
+    cleanups.push(() => spawnSync('rclone', ['purge', `ceph:${bucket}`], { env, stdio: 'ignore' }));
     runCase('P1', `push ${opt.small} × 4 KiB to S3 (Ceph)`, [
       { name: 'provcat push', argv: () => node('push', small, `s3://${bucket}/p${n++}/`) },
       {
@@ -202,5 +205,6 @@ try {
     `${JSON.stringify({ date: new Date().toISOString(), runs: RUNS, cpus: os.cpus().length, results }, null, 2)}\n`,
   );
 } finally {
+  for (const clean of cleanups) clean();
   rmSync(work, { recursive: true, force: true });
 }
