@@ -7,7 +7,8 @@
  * copied. It makes version IDs grow in the order writes finish, across processes, and makes
  * "create only if absent" (check "no current object", then publish) atomic: exactly one of
  * several racing creators wins. A version becomes visible only by `rename`, so a reader never
- * sees a partial object; the key's directory and its folder are fsynced before a write returns.
+ * sees a partial object; the key's directory and its folder are fsynced before a write returns
+ * (by an fsync that started after the write's change, shared by concurrent writers: ./dir-sync.ts).
  *
  * @module
  */
@@ -15,7 +16,8 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import lockfile from 'proper-lockfile';
 import { Exists, NotFound, StoreError } from '../../src/core/errors.js';
-import { debug, errorCode, fsError, type Trace } from './fs-errors.js';
+import { syncDirShared } from './dir-sync.js';
+import { errorCode, fsError, type Trace } from './fs-errors.js';
 import type { KeyPath } from './key-paths.js';
 import {
   indexName,
@@ -108,11 +110,12 @@ async function publish(
   } catch (error) {
     throw fsError(error, `cannot publish ${where.uri}`, where.uri);
   }
-  await syncDir(where.dir, where.uri);
+  await syncDirShared(where.dir, where.uri);
   await createEmpty(path.join(where.folder, indexName(where.ref, name)), where.uri);
-  await syncDir(where.folder, where.uri);
+  // Shared with the writers of the same folder publishing now (./dir-sync.ts).
+  await syncDirShared(where.folder, where.uri);
   try {
-    await fs.rm(pending);
+    await fs.unlink(pending);
   } catch (error) {
     throw fsError(error, `cannot finish writing ${where.uri}`, where.uri);
   }
@@ -165,22 +168,5 @@ async function createEmpty(file: string, uri: string): Promise<boolean> {
   } catch (error) {
     if (errorCode(error) === 'EEXIST') return false;
     throw fsError(error, `cannot write ${uri}`, uri);
-  }
-}
-
-/** fsync a directory so a rename in it survives a crash (where the platform allows it). */
-async function syncDir(dir: string, uri: string): Promise<void> {
-  let handle: fs.FileHandle | undefined;
-  try {
-    handle = await fs.open(dir, 'r');
-    await handle.sync();
-  } catch (error) {
-    const code = errorCode(error);
-    // Some platforms and file systems cannot open or fsync a directory; the rename stands.
-    if (code === 'EISDIR' || code === 'EINVAL' || code === 'EPERM' || code === 'ENOTSUP') {
-      debug('cannot fsync directory %s: %s', dir, code);
-    } else throw fsError(error, `cannot sync ${uri}`, uri);
-  } finally {
-    await handle?.close();
   }
 }

@@ -268,6 +268,54 @@ export class LeanPath {
   }
 
   /**
+   * One PutObject of a body in memory sent lean (its SHA-256 signed as the payload hash, so the
+   * server refuses any other bytes): the response headers on HTTP 200, or `undefined` when the
+   * SDK should send it instead (no route yet, any other status, a failure, an abort). Never
+   * throws. A PUT that failed after its bytes left may have been stored; the SDK's send then
+   * stores the same bytes again, as its own retry would.
+   */
+  async put(
+    bucket: string,
+    key: string,
+    body: Uint8Array,
+    options: {
+      sha256: string;
+      headers: Record<string, string>;
+      signal?: AbortSignal | undefined;
+    },
+  ): Promise<IncomingMessage['headers'] | undefined> {
+    const picked = await this.book.pick('object', bucket);
+    if (!picked) return undefined;
+    const headers = { ...options.headers, 'content-length': String(body.length) };
+    const res = await this.send(
+      'PUT',
+      picked.route,
+      encodeKeyPath(key),
+      {},
+      headers,
+      options.signal,
+      {
+        bytes: body,
+        sha256: options.sha256,
+      },
+    );
+    if (res !== undefined) {
+      try {
+        await bodyText(res);
+      } catch (error) {
+        if (!options.signal?.aborted) this.debug(`lean put ${bucket}/${key}: ${String(error)}`);
+      }
+      if (res.statusCode === 200 && res.complete) {
+        this.book.settle(picked, true, options.signal);
+        return res.headers;
+      }
+      this.debug(`lean put ${bucket}/${key}: HTTP ${res.statusCode}; asking the SDK`);
+    }
+    this.book.settle(picked, false, options.signal);
+    return undefined;
+  }
+
+  /**
    * One ListObjectsV2 page (`encoding-type=url`) sent lean and parsed, or `undefined` when the
    * SDK should ask for it instead (no route yet, any failure, a body that does not parse).
    * Never throws.
@@ -339,18 +387,19 @@ export class LeanPath {
 
   /** Sign one request of `route` + `subpath` (already encoded): its request-target and headers. */
   private async sign(
-    method: 'GET' | 'HEAD',
+    method: LeanMethod,
     route: Route,
     subpath: string,
     query: Record<string, string>,
     extraHeaders: Record<string, string>,
+    payloadSha256: string = EMPTY_SHA256,
   ): Promise<{ target: string; headers: Record<string, string> }> {
     const parts = routeParts(route);
     const path = `${parts.base}${subpath}`;
     const headers: Record<string, string> = {
       ...extraHeaders,
       host: parts.host,
-      'x-amz-content-sha256': EMPTY_SHA256,
+      'x-amz-content-sha256': payloadSha256,
     };
     const signed = await (await this.options.signer(route)).sign(
       {
@@ -375,25 +424,28 @@ export class LeanPath {
   }
 
   /**
-   * Sign and send one GET or HEAD of `route` + `subpath` (already encoded) with node:http(s);
-   * the response at its head, or `undefined` after a failure (logged) or an abort. Never throws.
+   * Sign and send one GET, HEAD or PUT (with `body`, whose SHA-256 is `payloadSha256`) of
+   * `route` + `subpath` (already encoded) with node:http(s); the response at its head, or
+   * `undefined` after a failure (logged) or an abort. Never throws.
    */
   private async send(
-    method: 'GET' | 'HEAD',
+    method: LeanMethod,
     route: Route,
     subpath: string,
     query: Record<string, string>,
     extraHeaders: Record<string, string>,
     signal: AbortSignal | undefined,
+    body?: { bytes: Uint8Array; sha256: string },
   ): Promise<IncomingMessage | undefined> {
     try {
-      const signed = await this.sign(method, route, subpath, query, extraHeaders);
+      const signed = await this.sign(method, route, subpath, query, extraHeaders, body?.sha256);
       const agents = this.options.agents;
       return await request(method, route.url, signed.target, {
         headers: signed.headers,
         agent: route.url.protocol === 'https:' ? agents.https : agents.http,
         timeoutMs: this.options.socketTimeoutMs,
         signal,
+        body: body?.bytes,
       });
     } catch (error) {
       // An abort goes to the SDK path too, which raises it the way every S3 call does.
@@ -403,6 +455,9 @@ export class LeanPath {
   }
 }
 
+/** The methods the lean path sends. */
+type LeanMethod = 'GET' | 'HEAD' | 'PUT';
+
 /** A query value encoded as SigV4's canonical query encodes it. */
 function encodeQueryValue(value: string): string {
   return encodeURIComponent(value).replace(
@@ -411,9 +466,9 @@ function encodeQueryValue(value: string): string {
   );
 }
 
-/** One GET or HEAD with node:http(s); resolves at the response head. */
+/** One GET, HEAD or PUT (of `body`) with node:http(s); resolves at the response head. */
 function request(
-  method: 'GET' | 'HEAD',
+  method: LeanMethod,
   url: URL,
   path: string,
   options: {
@@ -421,6 +476,7 @@ function request(
     agent: HttpAgent | HttpsAgent;
     timeoutMs: number;
     signal: AbortSignal | undefined;
+    body?: Uint8Array | undefined;
   },
 ): Promise<IncomingMessage> {
   const send = url.protocol === 'https:' ? nodeHttps().request : httpRequest;
@@ -443,7 +499,8 @@ function request(
       req.destroy(new Error(`no byte for ${options.timeoutMs} ms`));
     });
     req.on('error', reject);
-    req.end();
+    if (options.body === undefined) req.end();
+    else req.end(options.body);
   });
 }
 

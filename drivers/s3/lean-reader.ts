@@ -12,7 +12,13 @@ import type { Agent as HttpAgent, IncomingMessage } from 'node:http';
 import type { Agent as HttpsAgent } from 'node:https';
 import path from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
-import type { GetOptions, GetResult, ObjectInfo } from '../../src/contract/primitives.js';
+import type {
+  GetOptions,
+  GetResult,
+  ObjectInfo,
+  PutOptions,
+} from '../../src/contract/primitives.js';
+import { sha256Hex } from '../../src/core/digest.js';
 import { isAbort } from '../../src/core/errors.js';
 import { Http1Pool, type Http1Response, type WholeResponse } from '../../src/net/http1-download.js';
 import { leanGetResult } from '../../src/net/lean-get.js';
@@ -21,6 +27,7 @@ import { mapS3Error, type S3ErrorContext } from './errors.js';
 import { LeanPath } from './lean-path.js';
 import { sdkSignerFactory } from './lean-signer.js';
 import type { LeanVersionPage } from './list-xml.js';
+import { putMetadata } from './metadata.js';
 import { etagNotMd5, objectInfo, totalFromContentRange } from './object-info.js';
 import type {
   ListedPage,
@@ -92,6 +99,31 @@ export class LeanReader implements S3Reader {
       clockOffset: options.clockOffset,
       debug: options.debug,
     });
+  }
+
+  /**
+   * PutObject of a body in memory sent lean (lean-path.ts `put`): its {@link ObjectInfo}, or
+   * `undefined` when the SDK should send it (the caller then does). Never throws but a
+   * malformed answer (no ETag).
+   */
+  async put(at: ObjectAt, body: Uint8Array, options: PutOptions): Promise<ObjectInfo | undefined> {
+    const headers: Record<string, string> = {};
+    if (options.contentType !== undefined) headers['content-type'] = options.contentType;
+    const meta = putMetadata(options.sha256);
+    if (meta?.sha256 !== undefined) headers['x-amz-meta-sha256'] = meta.sha256;
+    const answer = await this.path.put(at.bucket, at.key, body, {
+      sha256: options.sha256 ?? sha256Hex(body),
+      headers,
+      signal: options.signal,
+    });
+    if (answer === undefined) return undefined;
+    options.onProgress?.(body.length);
+    const version = answer['x-amz-version-id'];
+    return objectInfo(
+      at.key,
+      { ETag: answer.etag, VersionId: typeof version === 'string' ? version : undefined },
+      body.length,
+    );
   }
 
   /** HeadObject sent lean; the SDK reader's when the lean path does not answer. */

@@ -390,11 +390,24 @@ export class S3Store extends ObjectStore {
       }
     }
     this.offlineGuard({ bucket, key, op: 'put' });
-    return this.putInParts(bucket, key, source, options, (one, o) =>
-      this.call({ bucket, key, op: 'put' }, (client, sdk) =>
-        putObject(client, sdk, bucket, key, one, o.size as number, o),
-      ),
-    );
+    // A body in memory goes lean (lean-reader.ts `put`) when the SDK would add no checksum.
+    const lean =
+      this.reader instanceof LeanReader &&
+      this.config.requestChecksumCalculation === 'WHEN_REQUIRED'
+        ? this.reader
+        : undefined;
+    return this.putInParts(bucket, key, source, options, async (one, o) => {
+      const sent =
+        lean !== undefined && one instanceof Uint8Array
+          ? await lean.put({ bucket, key, op: 'put' }, one, o)
+          : undefined;
+      return (
+        sent ??
+        this.call({ bucket, key, op: 'put' }, (client, sdk) =>
+          putObject(client, sdk, bucket, key, one, o.size as number, o),
+        )
+      );
+    });
   }
 
   /**

@@ -11,15 +11,15 @@
  * UTF-8 cannot become a key, so it is refused rather than sent under a replacement character.
  *
  * **Reads are snapshots.** A file is read between two `stat` calls that must agree (size, mtime,
- * inode, device); a file that changed while it was read is read again, and after
+ * ctime, inode, device, in nanoseconds and as exact integers); a file that changed while it was read is read again, and after
  * {@link STABLE_ATTEMPTS} tries is {@link SourceChanged}. So the bytes sent or hashed are one
  * state of the file, never a mix of two.
  *
  * @module
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, type Dirent, type Stats } from 'node:fs';
-import { lstat, readdir, readFile, stat } from 'node:fs/promises';
+import { type BigIntStats, createReadStream, type Dirent, lstatSync, statSync } from 'node:fs';
+import { type FileHandle, open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { SourceChanged, SourceError, UriError } from '../core/errors.js';
 import { compareUtf8 } from '../core/keys.js';
@@ -27,12 +27,17 @@ import { compareUtf8 } from '../core/keys.js';
 /** Reads of a file that kept changing before it is {@link SourceChanged}. */
 export const STABLE_ATTEMPTS = 3;
 
-/** What identifies one state of a local file: equal stamps mean an unchanged file. */
+/**
+ * What identifies one state of a local file: equal stamps mean an unchanged file. The times are
+ * nanoseconds and the inode and device exact (`stat` with `bigint`); any write changes the ctime,
+ * even one whose writer restores the mtime after it.
+ */
 export interface FileStamp {
   size: number;
-  mtimeMs: number;
-  ino: number;
-  dev: number;
+  mtimeNs: bigint;
+  ctimeNs: bigint;
+  ino: bigint;
+  dev: bigint;
 }
 
 /** One file of a local folder. */
@@ -45,13 +50,25 @@ export interface LocalFile {
   stamp: FileStamp;
 }
 
-function stampOf(st: Stats): FileStamp {
-  return { size: st.size, mtimeMs: st.mtimeMs, ino: st.ino, dev: st.dev };
+function stampOf(st: BigIntStats): FileStamp {
+  return {
+    size: Number(st.size),
+    mtimeNs: st.mtimeNs,
+    ctimeNs: st.ctimeNs,
+    ino: st.ino,
+    dev: st.dev,
+  };
 }
 
 /** True when two stamps describe the same state of a file. */
 export function sameStamp(a: FileStamp, b: FileStamp): boolean {
-  return a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino && a.dev === b.dev;
+  return (
+    a.size === b.size &&
+    a.mtimeNs === b.mtimeNs &&
+    a.ctimeNs === b.ctimeNs &&
+    a.ino === b.ino &&
+    a.dev === b.dev
+  );
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -75,18 +92,20 @@ function sourceError(file: string, cause: unknown): SourceError {
  * Every file of the local folder `root` (see the module comment), sorted by the UTF-8 bytes of
  * `rel` (the order object stores list keys in). `SourceError` when `root` is not a readable
  * folder, for a link to a folder, a dangling link or a special file; `UriError` for a name that
- * is not UTF-8. Reads only metadata.
+ * is not UTF-8. Reads only metadata: one `readdir` per folder, one `lstat` per file (synchronous,
+ * a few milliseconds per thousand files between turns of the event loop).
  */
 export async function readLocalTree(root: string): Promise<LocalFile[]> {
-  let top: Stats;
+  let top: BigIntStats;
   try {
-    top = await stat(root);
+    top = await stat(root, { bigint: true });
   } catch (cause) {
     throw sourceError(root, cause);
   }
   if (!top.isDirectory()) throw new SourceError(`cannot push ${root}: not a folder`);
   const out: LocalFile[] = [];
   const dirs: Array<[dir: string, rel: string]> = [[root, '']];
+  let sinceYield = 0;
   for (let next = dirs.pop(); next !== undefined; next = dirs.pop()) {
     const [dir, relDir] = next;
     let entries: Dirent<Buffer>[];
@@ -95,51 +114,59 @@ export async function readLocalTree(root: string): Promise<LocalFile[]> {
     } catch (cause) {
       throw sourceError(dir, cause);
     }
-    const files = await Promise.all(
-      entries.map(async (entry): Promise<LocalFile | undefined> => {
-        const name = decodeName(entry.name, dir);
-        const file = path.join(dir, name);
-        const rel = relDir === '' ? name : `${relDir}/${name}`;
-        if (entry.isDirectory()) {
-          dirs.push([file, rel]);
-          return undefined;
-        }
-        if (entry.isFile()) return { rel, path: file, stamp: stampOf(await lstatOf(file)) };
-        if (entry.isSymbolicLink()) {
-          let target: Stats;
-          try {
-            target = await stat(file);
-          } catch (cause) {
-            throw new SourceError(`cannot push ${file}: a link to nothing`, { cause });
-          }
-          if (target.isFile()) return { rel, path: file, stamp: stampOf(target) };
-          if (target.isDirectory()) {
-            throw new SourceError(
-              `cannot push ${file}: a link to a folder (push follows links to files only; copy or link the files instead)`,
-            );
-          }
-        }
-        throw new SourceError(`cannot push ${file}: not a regular file`);
-      }),
-    );
-    for (const f of files) if (f !== undefined) out.push(f);
+    for (const entry of entries) {
+      const name = decodeName(entry.name, dir);
+      const file = path.join(dir, name);
+      const rel = relDir === '' ? name : `${relDir}/${name}`;
+      if (entry.isDirectory()) dirs.push([file, rel]);
+      else out.push({ rel, path: file, stamp: stampOf(statEntry(entry, file)) });
+      // Synchronous stats cost a sixth of the CPU of promised ones; the loop yields often.
+      if (++sinceYield >= YIELD_EVERY) {
+        sinceYield = 0;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    }
   }
   out.sort((a, b) => compareUtf8(a.rel, b.rel));
   return out;
 }
 
-async function lstatOf(file: string): Promise<Stats> {
-  try {
-    return await lstat(file);
-  } catch (cause) {
-    throw sourceError(file, cause);
+/** Files stat()ed between two turns of the event loop by {@link readLocalTree}. */
+const YIELD_EVERY = 256;
+
+/**
+ * The state of a file entry (of its target for a link), synchronously; `SourceError` for a
+ * link to nothing or to a folder and for anything that is not a regular file.
+ */
+function statEntry(entry: Dirent<Buffer>, file: string): BigIntStats {
+  if (entry.isFile()) {
+    try {
+      return lstatSync(file, { bigint: true });
+    } catch (cause) {
+      throw sourceError(file, cause);
+    }
   }
+  if (entry.isSymbolicLink()) {
+    let target: BigIntStats;
+    try {
+      target = statSync(file, { bigint: true });
+    } catch (cause) {
+      throw new SourceError(`cannot push ${file}: a link to nothing`, { cause });
+    }
+    if (target.isFile()) return target;
+    if (target.isDirectory()) {
+      throw new SourceError(
+        `cannot push ${file}: a link to a folder (push follows links to files only; copy or link the files instead)`,
+      );
+    }
+  }
+  throw new SourceError(`cannot push ${file}: not a regular file`);
 }
 
 /** The state of a file now (following a link). SourceError when it cannot be read. */
 export async function stampNow(file: string): Promise<FileStamp> {
   try {
-    return stampOf(await stat(file));
+    return stampOf(await stat(file, { bigint: true }));
   } catch (cause) {
     throw sourceError(file, cause);
   }
@@ -170,9 +197,43 @@ export async function stableRead<T>(
   }
 }
 
-/** The whole file, read as one snapshot (see {@link stableRead}). */
-export function readWhole(file: string): Promise<{ value: Buffer; stamp: FileStamp }> {
-  return stableRead(file, () => readFile(file));
+/**
+ * The whole file, read as one snapshot: opened once, its state taken from the open file before
+ * and after the read (`fstat`), which must agree, else read again, then {@link SourceChanged}
+ * (as {@link stableRead}, with five system calls instead of seven: no path lookup but the open).
+ * The bytes are one state of the file that was at `file` when it was opened.
+ */
+export async function readWhole(file: string): Promise<{ value: Buffer; stamp: FileStamp }> {
+  for (let attempt = 1; ; attempt++) {
+    let handle: FileHandle;
+    try {
+      handle = await open(file, 'r');
+    } catch (cause) {
+      throw sourceError(file, cause);
+    }
+    let before: FileStamp;
+    let after: FileStamp;
+    let value: Buffer;
+    try {
+      before = stampOf(await handle.stat({ bigint: true }));
+      value = Buffer.allocUnsafe(before.size);
+      let got = 0;
+      while (got < value.length) {
+        const { bytesRead } = await handle.read(value, got, value.length - got, got);
+        if (bytesRead === 0) break; // shorter now: the second stamp tells
+        got += bytesRead;
+      }
+      after = stampOf(await handle.stat({ bigint: true }));
+    } catch (cause) {
+      throw sourceError(file, cause);
+    } finally {
+      await handle.close();
+    }
+    if (sameStamp(before, after)) return { value, stamp: after };
+    if (attempt >= STABLE_ATTEMPTS) {
+      throw new SourceChanged(`${file} kept changing while it was read (${attempt} reads)`);
+    }
+  }
 }
 
 /** Digests of a file's bytes, in hex. */

@@ -50,6 +50,7 @@
  * @module
  */
 
+import { debuglog } from 'node:util';
 import { statedMd5 } from '../cache/content-digest.js';
 import type { CachedStoreContext } from '../cache/context.js';
 import type { ObjectInfo } from '../contract/primitives.js';
@@ -64,6 +65,7 @@ import {
   digestFile,
   digestsOf,
   type FileDigests,
+  type FileStamp,
   type LocalFile,
   readLocalTree,
   readWhole,
@@ -71,6 +73,10 @@ import {
   sameStamp,
   stampNow,
 } from './local-tree.js';
+import { ByteBudget, PushProgress } from './push-bookkeeping.js';
+import { PushIndex, wallNs } from './push-index.js';
+
+const debug = debuglog('provcat:push');
 
 /** Largest file read whole into memory and sent from there (64 MiB). */
 export const WHOLE_READ_MAX = 64 * 1024 * 1024;
@@ -125,6 +131,11 @@ export interface PushResult {
   uploaded: number;
   /** Files whose object already held their bytes. */
   skipped: number;
+  /**
+   * Files read and hashed by this push (sent or compared). A file whose digests the push index
+   * (src/folders/push-index.ts) holds for its exact state is neither read nor hashed.
+   */
+  hashed: number;
   /** Objects deleted (`delete`; a dry run: that would be deleted). */
   deleted: number;
   /** Bytes sent (a dry run: that would be sent). */
@@ -133,32 +144,6 @@ export interface PushResult {
   dryRun: boolean;
   /** Every upload and delete, uploads first, each in path order. */
   actions: PushAction[];
-}
-
-/** A byte semaphore: whole-file reads wait until their bytes fit in the budget. */
-class ByteBudget {
-  private free: number;
-  private readonly waiting: Array<{ n: number; go: () => void }> = [];
-  constructor(private readonly limit: number) {
-    this.free = limit;
-  }
-  async acquire(bytes: number): Promise<number> {
-    const n = Math.min(bytes, this.limit);
-    if (this.waiting.length === 0 && n <= this.free) {
-      this.free -= n;
-      return n;
-    }
-    await new Promise<void>((go) => this.waiting.push({ n, go }));
-    return n;
-  }
-  release(n: number): void {
-    this.free += n;
-    for (let w = this.waiting[0]; w !== undefined && w.n <= this.free; w = this.waiting[0]) {
-      this.waiting.shift();
-      this.free -= w.n;
-      w.go();
-    }
-  }
 }
 
 /** What a store folder holds, from one flat listing (keys raw, `.provcat/` left out). */
@@ -241,59 +226,6 @@ function checkResultNames(
   }
 }
 
-/** Aggregated progress of one push. */
-class PushProgress {
-  private bytes = 0;
-  private files = 0;
-  private readonly sinks: ProgressCallback[];
-  constructor(
-    store: PushContext,
-    private readonly uri: string,
-    extra: ProgressCallback | undefined,
-    private readonly totalBytes: number,
-    private readonly totalFiles: number,
-  ) {
-    this.sinks = [store.onProgress, extra].filter((f): f is ProgressCallback => f !== undefined);
-  }
-  /**
-   * The progress of one file: `onProgress` takes the cumulative bytes an upload sent; `done`
-   * counts the file as `size` bytes dealt with in all; `undo` takes back what an attempt that
-   * is sent again reported.
-   */
-  file(): { onProgress: (sent: number) => void; done(size: number): void; undo(): void } {
-    let last = 0;
-    return {
-      onProgress: (sent) => {
-        this.bytes += sent - last;
-        last = sent;
-        this.report();
-      },
-      done: (size) => {
-        this.bytes += size - last;
-        last = size;
-        this.files++;
-        this.report();
-      },
-      undo: () => {
-        this.bytes -= last;
-        last = 0;
-      },
-    };
-  }
-  private report(): void {
-    for (const sink of this.sinks) {
-      sink({
-        operation: 'push',
-        uri: this.uri,
-        bytes: this.bytes,
-        totalBytes: this.totalBytes,
-        files: this.files,
-        totalFiles: this.totalFiles,
-      });
-    }
-  }
-}
-
 /**
  * Upload the files of the local folder `localDir` to the store folder `uri` (a file-form URI is
  * taken as the folder of that name), skipping files whose object already holds their bytes, and
@@ -348,20 +280,38 @@ export async function runPush(
     totalBytes,
     files.length,
   );
-  const pusher = new FilePusher(store, bucket, prefix, dryRun, progress, options.contentType);
+  const index = await PushIndex.open(store.cache.root, localDir);
+  const pusher = new FilePusher(
+    store,
+    bucket,
+    prefix,
+    dryRun,
+    progress,
+    options.contentType,
+    index,
+  );
   const uploads: PushAction[] = [];
   let skipped = 0;
   const concurrency = options.concurrency ?? store.concurrency;
-  await forEachLimit(
-    files,
-    concurrency,
-    async (file, inner) => {
-      const sent = await pusher.push(file, remote.get(file.rel), inner);
-      if (sent === undefined) skipped++;
-      else uploads.push({ action: 'upload', path: file.rel, size: sent });
-    },
-    signal,
-  );
+  try {
+    await forEachLimit(
+      files,
+      concurrency,
+      async (file, inner) => {
+        const sent = await pusher.push(file, remote.get(file.rel), inner);
+        if (sent === undefined) skipped++;
+        else uploads.push({ action: 'upload', path: file.rel, size: sent });
+      },
+      signal,
+    );
+  } finally {
+    // What was hashed stays true whether or not the push completed; a dry run changes nothing.
+    if (!dryRun) {
+      await index.save(localRels).catch((error: unknown) => {
+        debug('cannot save the push index (the next push hashes again): %s', String(error));
+      });
+    }
+  }
   const deletes: PushAction[] = [];
   await forEachLimit(
     gone,
@@ -386,6 +336,7 @@ export async function runPush(
     uri: folder,
     uploaded: uploads.length,
     skipped,
+    hashed: pusher.hashed,
     deleted: deletes.length,
     bytes: uploads.reduce((n, a) => n + a.size, 0),
     dryRun,
@@ -396,6 +347,8 @@ export async function runPush(
 
 /** Sends one file at a time; see the module comment. */
 class FilePusher {
+  /** Files read and hashed (`PushResult.hashed`). */
+  hashed = 0;
   private readonly budget = new ByteBudget(MEMORY_BUDGET);
   private readonly wholeMax: number;
   private readonly recordSha: boolean;
@@ -406,6 +359,7 @@ class FilePusher {
     private readonly dryRun: boolean,
     private readonly progress: PushProgress,
     private readonly contentType: string | undefined,
+    private readonly index: PushIndex,
   ) {
     this.wholeMax = Math.min(WHOLE_READ_MAX, store.uploads.multipartThreshold);
     this.recordSha = store.capabilities.sha256Metadata === true;
@@ -424,33 +378,67 @@ class FilePusher {
     return sent;
   }
 
-  /** A small file: read whole (one snapshot), compared and sent from memory. */
+  /**
+   * The digests the index holds for the file in the state `stamp`, when they include `want`
+   * (and the SHA-256 to record, on a driver that records it).
+   */
+  private known(
+    file: LocalFile,
+    stamp: FileStamp,
+    want: { md5: boolean; sha256: boolean },
+  ): FileDigests | undefined {
+    const known = this.index.lookup(file.rel, stamp);
+    if (known === undefined) return undefined;
+    if (want.md5 && known.md5 === undefined) return undefined;
+    if ((want.sha256 || this.recordSha) && known.sha256 === undefined) return undefined;
+    return known;
+  }
+
+  /**
+   * A small file: unchanged by the index's digests of its state when the folder was read (no
+   * read), else read whole (one snapshot), hashed, compared and sent from memory.
+   */
   private async pushWhole(
     file: LocalFile,
     info: ObjectInfo | undefined,
     signal: AbortSignal,
   ): Promise<number | undefined> {
+    const progress = this.progress.file();
+    if (info !== undefined && this.index.lookup(file.rel, file.stamp) !== undefined) {
+      let short = false;
+      const same = await this.unchanged(
+        file,
+        info,
+        file.stamp.size,
+        async (want) => {
+          const known = this.known(file, file.stamp, want);
+          short ||= known === undefined;
+          return known ?? {};
+        },
+        signal,
+      );
+      if (same && !short) {
+        progress.done(file.stamp.size);
+        return undefined;
+      }
+    }
     const held = await this.budget.acquire(file.stamp.size);
     try {
-      const { value: bytes } = await readWhole(file.path);
-      const digests: FileDigests = {};
-      const digest = async (want: { md5: boolean; sha256: boolean }) => {
-        Object.assign(digests, digestsOf(bytes, want));
-        return digests;
-      };
-      const progress = this.progress.file();
-      if (await this.unchanged(file, info, bytes.length, digest, signal)) {
+      const started = wallNs();
+      const { value: bytes, stamp } = await readWhole(file.path);
+      this.hashed++;
+      // Both digests, so the index serves any store's listing (MD5 ETags, SHA-256 records).
+      const digests = digestsOf(bytes, { md5: true, sha256: true });
+      this.index.record(file.rel, stamp, digests, started);
+      if (await this.unchanged(file, info, bytes.length, async () => digests, signal)) {
         progress.done(bytes.length);
         return undefined;
       }
       if (!this.dryRun) {
-        const sha256 = this.recordSha
-          ? (digests.sha256 ?? digestsOf(bytes, { md5: false, sha256: true }).sha256)
-          : undefined;
         await this.store._put(this.bucket, this.prefix + file.rel, bytes, {
           size: bytes.length,
           contentType: await contentTypeFor(file.rel, this.contentType),
-          sha256,
+          sha256: this.recordSha ? digests.sha256 : undefined,
           signal,
           onProgress: progress.onProgress,
         });
@@ -473,14 +461,20 @@ class FilePusher {
       progress.undo();
       const before = await stampNow(file.path);
       const digests: FileDigests = {};
+      let hashedAt: bigint | undefined;
       const digest = async (want: { md5: boolean; sha256: boolean }) => {
+        const known = this.known(file, before, want);
+        if (known !== undefined) return Object.assign(digests, known);
         // One pass: the SHA-256 to record comes with the one to compare.
         const more = { md5: want.md5, sha256: want.sha256 || this.recordSha };
+        hashedAt = wallNs();
         Object.assign(digests, await digestFile(file.path, more, signal));
+        this.hashed++;
         return digests;
       };
       const same = await this.unchanged(file, info, before.size, digest, signal);
       if (!sameStamp(before, await stampNow(file.path))) continue;
+      if (hashedAt !== undefined) this.index.record(file.rel, before, digests, hashedAt);
       if (same || this.dryRun) {
         progress.done(before.size);
         return same ? undefined : before.size;
@@ -488,6 +482,7 @@ class FilePusher {
       if (this.recordSha && digests.sha256 === undefined) {
         await digest({ md5: false, sha256: true });
         if (!sameStamp(before, await stampNow(file.path))) continue;
+        if (hashedAt !== undefined) this.index.record(file.rel, before, digests, hashedAt);
       }
       try {
         await this.store._put(this.bucket, this.prefix + file.rel, file.path, {

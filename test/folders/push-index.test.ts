@@ -1,0 +1,159 @@
+/**
+ * The push index (src/folders/push-index.ts): a second push of an unchanged folder reads and
+ * hashes no file, and a file whose state differs in any recorded field (size, mtime, ctime,
+ * inode, device) is read and hashed again — so a changed file is never skipped, even with its
+ * size and mtime restored.
+ */
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { LocalStore } from '../../drivers/local/index.js';
+import { type FileStamp, stampNow } from '../../src/folders/local-tree.js';
+import { PushIndex, RACY_WINDOW_MS } from '../../src/folders/push-index.js';
+import { writeTree } from '../support/folder-flows.js';
+
+function tmp(label: string): string {
+  return mkdtempSync(path.join(tmpdir(), `provcat-${label}-`));
+}
+
+/** A fixed mtime (whole seconds, so it is restored exactly), long before the racy window. */
+const OLD = 1_700_000_000;
+
+const TREE = { 'a.txt': 'alpha', 'b/c.txt': 'charlie', 'b/d.bin': 'delta-bytes', 'e.txt': 'echo' };
+
+/** A store over fresh directories, a folder with {@link TREE} at {@link OLD}, and its URI. */
+async function setup(label: string, wait = true) {
+  const store = new LocalStore({ root: tmp(`${label}-root`), cache: tmp(`${label}-cache`) });
+  const dir = tmp(label);
+  writeTree(dir, TREE);
+  for (const rel of Object.keys(TREE)) utimesSync(path.join(dir, rel), OLD, OLD);
+  // ctime cannot be set back: let it leave the racy window, as a folder of older files has.
+  if (wait) await sleep(RACY_WINDOW_MS + 100);
+  return { store, dir, uri: `local://idx/${label}/` };
+}
+
+describe('the push index', () => {
+  it('a second push of an unchanged folder reads and hashes no file', async () => {
+    const { store, dir, uri } = await setup('unchanged');
+    // A dry run changes nothing, the index included.
+    expect(await store.push(dir, uri, { dryRun: true })).toMatchObject({ uploaded: 4, hashed: 4 });
+    expect(existsSync(path.join(store.cache.root, 'v1', 'push-index'))).toBe(false);
+    const first = await store.push(dir, uri);
+    expect(first).toMatchObject({ uploaded: 4, skipped: 0, hashed: 4 });
+    const second = await store.push(dir, uri);
+    expect(second).toMatchObject({ uploaded: 0, skipped: 4, hashed: 0 });
+    // The index lives in the cache directory, one file per local folder.
+    const files = readdirSync(path.join(store.cache.root, 'v1', 'push-index'));
+    expect(files.filter((f) => !f.startsWith('.tmp-'))).toHaveLength(1);
+    await store.close();
+  });
+
+  it('a file rewritten with its size and mtime restored is hashed again and sent', async () => {
+    const { store, dir, uri } = await setup('restored');
+    await store.push(dir, uri);
+    const file = path.join(dir, 'b/c.txt');
+    const before = statSync(file, { bigint: true });
+    await writeFile(file, 'CHARLIE'); // same size, other bytes, same inode
+    utimesSync(file, OLD, OLD);
+    const after = statSync(file, { bigint: true });
+    expect([after.size, after.mtimeNs, after.ino]).toEqual([
+      before.size,
+      before.mtimeNs,
+      before.ino,
+    ]);
+    const second = await store.push(dir, uri);
+    expect(second).toMatchObject({ uploaded: 1, skipped: 3, hashed: 1 });
+    expect(second.actions).toEqual([{ action: 'upload', path: 'b/c.txt', size: 7 }]);
+    const fetched = await store.fetch(`${uri}b/c.txt`);
+    expect(await readFile(fetched.path, 'utf8')).toBe('CHARLIE');
+    await store.close();
+  });
+
+  it('a touched file is hashed again and, its bytes unchanged, not sent', async () => {
+    const { store, dir, uri } = await setup('touched');
+    await store.push(dir, uri);
+    utimesSync(path.join(dir, 'a.txt'), OLD + 5, OLD + 5);
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 0, skipped: 4, hashed: 1 });
+    await store.close();
+  });
+
+  it('a file replaced by another inode with the same size and mtime is sent', async () => {
+    const { store, dir, uri } = await setup('replaced');
+    await store.push(dir, uri);
+    const file = path.join(dir, 'e.txt');
+    const other = path.join(dir, 'e.new');
+    writeFileSync(other, 'ECHO');
+    utimesSync(other, OLD, OLD);
+    renameSync(other, file);
+    const second = await store.push(dir, uri);
+    expect(second).toMatchObject({ uploaded: 1, skipped: 3, hashed: 1 });
+    expect((await readFile((await store.fetch(`${uri}e.txt`)).path, 'utf8')).toString()).toBe(
+      'ECHO',
+    );
+    await store.close();
+  });
+
+  it('files changed within the racy window of their hashing are not trusted', async () => {
+    // Just written: a change in the same clock tick as the hash could keep every field.
+    const { store, dir, uri } = await setup('racy', false);
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 4, hashed: 4 });
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 0, skipped: 4, hashed: 4 });
+    await store.close();
+  });
+
+  it('an unreadable index is ignored and rewritten: every file is hashed again', async () => {
+    const { store, dir, uri } = await setup('corrupt');
+    await store.push(dir, uri);
+    const indexDir = path.join(store.cache.root, 'v1', 'push-index');
+    const [name] = readdirSync(indexDir);
+    await writeFile(path.join(indexDir, name as string), 'not an index\n');
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 0, skipped: 4, hashed: 4 });
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 0, skipped: 4, hashed: 0 });
+    await store.close();
+  });
+
+  it('an entry is trusted only when every field of the stamp matches', async () => {
+    const cache = tmp('unit-cache');
+    const dir = tmp('unit');
+    writeFileSync(path.join(dir, 'f'), 'x');
+    const index = await PushIndex.open(cache, dir);
+    const stamp: FileStamp = {
+      size: 1,
+      mtimeNs: 1_000_000_000n,
+      ctimeNs: 1_000_000_000n,
+      ino: 7n,
+      dev: 9n,
+    };
+    const digests = { md5: 'a'.repeat(32), sha256: 'b'.repeat(64) };
+    index.record('f', stamp, digests, BigInt(Date.now()) * 1_000_000n);
+    expect(index.lookup('f', stamp)).toEqual(digests);
+    for (const change of [
+      { size: 2 },
+      { mtimeNs: 1_000_000_001n },
+      { ctimeNs: 1_000_000_001n },
+      { ino: 8n },
+      { dev: 10n },
+    ]) {
+      expect(index.lookup('f', { ...stamp, ...change })).toBeUndefined();
+    }
+    expect(index.lookup('g', stamp)).toBeUndefined();
+    // Kept across processes: saved atomically, read back by the next open.
+    await index.save(new Set(['f']));
+    expect((await PushIndex.open(cache, dir)).lookup('f', stamp)).toEqual(digests);
+    // Recorded inside the racy window: not kept.
+    const fresh = await stampNow(path.join(dir, 'f'));
+    index.record('f', fresh, digests, BigInt(Date.now()) * 1_000_000n);
+    expect(index.lookup('f', fresh)).toBeUndefined();
+  });
+});
