@@ -173,7 +173,9 @@ describe('the commit format', () => {
     };
     refuse(JSON.stringify(JSON.parse(good), null, 1), /canonical/);
     refuse(canonicalJson({ ...body, extra: 1 }), /unknown field/);
-    refuse(canonicalJson({ ...body, format: 'provcat.commit/2' }), /format/);
+    refuse(canonicalJson({ ...body, format: 'provcat.commit/3' }), /format/);
+    // A format 1 body labelled format 2 is no format 2 commit (format 2 has no `files`).
+    refuse(canonicalJson({ ...body, format: 'provcat.commit/2' }), /unknown field "files"/);
     refuse(canonicalJson({ ...body, files: [...body.files].reverse() }), /sorted/);
     refuse(
       canonicalJson({ ...body, files: [{ key: 'other/x', versionId: 'v', size: 1 }] }),
@@ -204,7 +206,8 @@ describe('loadCommit, the cache and offline mode', () => {
     const cache = cacheDir();
     const reader = mem({ backend, cache });
     expect((await loadCommit(reader, B, id)).id).toBe(id);
-    expect(reader.calls._get).toBe(1);
+    // The commit object and its one page (provcat.commit/2).
+    expect(reader.calls._get).toBe(2);
     reader.resetCalls();
     await loadCommit(reader, B, id);
     expect(reader.totalCalls).toBe(0);
