@@ -9,7 +9,6 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { commitFolder } from '../../src/commits/commit.js';
 import {
   COMMIT_FORMAT,
   COMMIT_FORMAT_2,
