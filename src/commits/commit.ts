@@ -45,7 +45,7 @@ import { MAX_PAGE_BYTES, pageKey } from './pages/page-format.js';
 import { cachePage, PageReader } from './pages/page-store.js';
 import { CommitTree } from './pages/tree.js';
 import { cacheCommit, MAX_COMMIT_BYTES, openCommit } from './read.js';
-import { snapshotFolder } from './snapshot.js';
+import { snapshotStream } from './snapshot.js';
 
 const debug = debuglog('provcat:commits');
 
@@ -120,6 +120,7 @@ async function writePages(
   mode: CreateMode,
   signal: AbortSignal | undefined,
   counts: PageWrites,
+  where: string,
 ): Promise<TreeRoot> {
   const done = new Set<string>();
   const builder = new TreeBuilder(async (hash, bytes) => {
@@ -146,7 +147,14 @@ async function writePages(
       debug('could not cache page %s: %s', hash, error);
     }
   });
-  for await (const f of files) await builder.add(f);
+  let n = 0;
+  for await (const f of files) {
+    await builder.add(f);
+    n++;
+  }
+  if (n === 0) {
+    throw new StoreError(`commit of ${where} refused: the folder has no files`, { uri: where });
+  }
   return builder.finish();
 }
 
@@ -235,13 +243,16 @@ export async function commitFolder(
       parent = await openCommit(store, bucket, pointer.id, { signal });
       checkEntry(parent.head, pointer, folder);
     }
-    const files = await snapshotFolder(store, bucket, folder, { signal });
-    if (files.length === 0) {
-      throw new StoreError(`commit of ${where} refused: the folder has no files`, { uri: where });
-    }
     const known = parent ? await parent.pageHashes() : new Set<string>();
     const counts: PageWrites = { written: 0, shared: 0 };
-    const tree = await writePages(store, bucket, files, known, mode, signal, counts);
+    // The snapshot streams into pages: no listing is held in memory (snapshot.ts).
+    const tree = await snapshotStream(
+      store,
+      bucket,
+      folder,
+      (files) => writePages(store, bucket, files, known, mode, signal, counts, where),
+      { signal },
+    );
     const number = (parent?.head.number ?? 0) + 1;
     const body: CommitBody2 = {
       format: COMMIT_FORMAT_2,
