@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { describe, expect, it, vi } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { commitFolder } from '../commits/commit.js';
 import {
   COMMIT_FORMAT,
@@ -68,7 +68,10 @@ export function commitPagesSuite(target: ConformanceTarget): void {
   describe.runIf(target.flags.versions && atomicish)('commit pages (provcat.commit/2)', () => {
     const bucket = target.bucket;
     const fresh = (offline = false) => target.store({ cache: tempCache(), offline });
-    const store = fresh();
+    let store: ObjectStore;
+    beforeAll(() => {
+      store = fresh();
+    });
     const url = (key: string) => `${store.scheme}://${bucket}/${key}`;
     const write = (key: string, body: string) => store._put(bucket, key, Buffer.from(body));
     const fill = async (p: string, names: string[], body = 'x') => {

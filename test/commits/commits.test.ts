@@ -47,7 +47,8 @@ import {
 } from '../../src/core/errors.js';
 import { Uri } from '../../src/core/uri.js';
 import { registerDriver } from '../../src/store/registry.js';
-import { conformance } from '../../src/testing/index.js';
+import { commitPagesSuite } from '../../src/testing/commit-pages.js';
+import { type ConformanceTarget, conformance } from '../../src/testing/index.js';
 import { rejection } from '../../src/testing/rejection.js';
 import { text, versionsSuite } from '../../src/testing/versions.js';
 import {
@@ -110,7 +111,7 @@ describeS3('the versions conformance part on S3 with the oldest-version-wins fal
     }
     await admin.close();
   });
-  versionsSuite({
+  const target: ConformanceTarget = {
     name: 's3 oldest-version-wins',
     store: (o) => new S3Store({ createFallback: 'oldest-version-wins', ...o }),
     bucket,
@@ -120,7 +121,10 @@ describeS3('the versions conformance part on S3 with the oldest-version-wins fal
       ranges: true,
       hostileKeys: true,
     },
-  });
+  };
+  versionsSuite(target);
+  // provcat.commit/2 pages on a real S3 server (Ceph: pages and log entries written with _put).
+  commitPagesSuite(target);
 });
 
 describe('the commit format', () => {
