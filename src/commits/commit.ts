@@ -123,22 +123,15 @@ async function writePages(
   where: string,
 ): Promise<TreeRoot> {
   const done = new Set<string>();
-  const builder = new TreeBuilder(async (hash, bytes) => {
-    if (known.has(hash) || done.has(hash)) {
-      counts.shared++;
-      return;
-    }
-    done.add(hash);
-    await writeContentAddressed(
-      store,
-      bucket,
-      pageKey(hash),
-      hash,
-      bytes,
-      mode,
-      signal,
-      MAX_PAGE_BYTES,
-    );
+  // Up to the store's concurrency of page writes in flight; the first failure fails the commit.
+  const inflight = new Set<Promise<void>>();
+  const state: { failure?: { error: unknown } } = {};
+  const check = (): void => {
+    if (state.failure) throw state.failure.error;
+  };
+  const write = async (hash: string, bytes: Buffer) => {
+    const key = pageKey(hash);
+    await writeContentAddressed(store, bucket, key, hash, bytes, mode, signal, MAX_PAGE_BYTES);
     counts.written++;
     try {
       await cachePage(store, bucket, hash, bytes);
@@ -146,16 +139,47 @@ async function writePages(
       // A cache that cannot be written only costs a read later.
       debug('could not cache page %s: %s', hash, error);
     }
+  };
+  const builder = new TreeBuilder(async (hash, bytes) => {
+    check();
+    if (known.has(hash) || done.has(hash)) {
+      counts.shared++;
+      return;
+    }
+    done.add(hash);
+    const tracked: Promise<void> = write(hash, bytes).then(
+      () => {
+        inflight.delete(tracked);
+      },
+      (error: unknown) => {
+        state.failure ??= { error };
+        inflight.delete(tracked);
+      },
+    );
+    inflight.add(tracked);
+    while (inflight.size >= store.concurrency) await Promise.race(inflight);
+    check();
   });
+  const settle = async () => {
+    await Promise.all(inflight);
+    check();
+  };
   let n = 0;
-  for await (const f of files) {
-    await builder.add(f);
-    n++;
+  try {
+    for await (const f of files) {
+      await builder.add(f);
+      n++;
+    }
+    if (n === 0) {
+      throw new StoreError(`commit of ${where} refused: the folder has no files`, { uri: where });
+    }
+    const root = await builder.finish();
+    await settle();
+    return root;
+  } finally {
+    // Never leave a write running past the commit's return or failure.
+    await Promise.all(inflight);
   }
-  if (n === 0) {
-    throw new StoreError(`commit of ${where} refused: the folder has no files`, { uri: where });
-  }
-  return builder.finish();
 }
 
 function checkMetadata(metadata: unknown): Record<string, string> {

@@ -228,6 +228,22 @@ describe('provcat.commit/2 on the store', () => {
     expect(d.added.length + d.removed.length).toBe(0);
   });
 
+  it('a page that cannot be written fails the commit, and nothing names it', async () => {
+    const s = mem();
+    await fill(s, 1500);
+    const create = s._create.bind(s);
+    let pages = 0;
+    s._create = async (bucket, key, ...rest) => {
+      if (key.startsWith('.provcat/pages/') && ++pages === 3) throw new StoreError('disk full');
+      return create(bucket, key, ...rest);
+    };
+    await expect(s.commit(`mem://${B}/data/`, 'one')).rejects.toThrow(/disk full/);
+    expect(await s.log(`mem://${B}/data/`)).toEqual([]);
+    let commits = 0;
+    for await (const page of s._pages(B, '.provcat/commits/')) commits += page.objects.length;
+    expect(commits).toBe(0);
+  });
+
   it('stat and diff read O(log N) pages, not the folder', async () => {
     const backend = new MemoryBackend();
     const s = mem({ backend });
