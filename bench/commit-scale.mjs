@@ -3,7 +3,7 @@
 // each timed with /usr/bin/time (wall, peak RSS), on the embedded store (local://). Also the
 // pages each commit wrote (objects under .provcat/pages/). Runs alone; nothing to start.
 //
-//   npm run build && node bench/commit-scale.mjs [--files 100000] [--dirs 100] [--keep]
+//   npm run build && node bench/commit-scale.mjs [--files 100000] [--dirs 100] [--keep] [--cli F]
 //
 // The folder is `--dirs` subfolders of `--files / --dirs` one-byte files, written through the
 // library (not timed). Targets of the issue, for 1,000,000 files: commit <= 60 s and 256 MiB,
@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..');
-const CLI = path.join(repo, 'dist/cli/provcat.cjs');
+const DEFAULT_CLI = path.join(repo, 'dist/cli/provcat.cjs');
 const { LocalStore } = await import(path.join(repo, 'dist/drivers/local/index.js'));
 
 const { values: opt } = parseArgs({
@@ -26,8 +26,11 @@ const { values: opt } = parseArgs({
     files: { type: 'string', default: '100000' },
     dirs: { type: 'string', default: '100' },
     keep: { type: 'boolean', default: false },
+    // Another build's CLI (e.g. main's, for a before/after row); the store is filled by this one.
+    cli: { type: 'string', default: DEFAULT_CLI },
   },
 });
+const CLI = path.resolve(opt.cli);
 const files = Number(opt.files);
 const dirs = Number(opt.dirs);
 const work = await mkdtemp(path.join(tmpdir(), 'provcat-commit-scale-'));

@@ -150,7 +150,8 @@ export class CommitTree {
         state.done = true;
         return;
       }
-      // Read the next few siblings while this one is walked (they are cached in memory).
+      // Read the next few siblings while this one is walked (they are kept in memory). A read
+      // ahead that fails is forgotten by the reader and read again, failing, when walked to.
       for (let j = i + 1; j <= i + READ_AHEAD && j < refs.length; j++) {
         const next = refs[j] as PageRef;
         if (end !== undefined && prefix !== '' && compareUtf8(next.first, end) >= 0) break;
