@@ -9,12 +9,12 @@
  *
  * @module
  */
-import { readFile, rm } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../../cache/context.js';
 import { ObjectIntegrityError, OfflineMiss, StoreError } from '../../core/errors.js';
-import { writeFileAtomic } from '../../core/fs-atomic.js';
+import { tempPathFor } from '../../core/fs-atomic.js';
 import { isNotFound, readSmall } from '../../logs/small-objects.js';
 import { sha256Hex } from '../format.js';
 import {
@@ -46,14 +46,27 @@ async function readCached(path: string): Promise<Buffer | undefined> {
   }
 }
 
-/** Keep verified page bytes in the cache (a writer calls this for the pages it wrote). */
+/**
+ * Keep verified page bytes in the cache (a writer calls this for the pages it wrote): complete or
+ * absent (a temp renamed into place), but not fsynced — thousands of pages would cost two fsyncs
+ * each, and a copy a crash left torn fails its hash on the next read and is read again.
+ */
 export async function cachePage(
   store: CachedStoreContext,
   bucket: string,
   hash: string,
   bytes: Uint8Array,
 ): Promise<void> {
-  await writeFileAtomic(pagePath(store, bucket, hash), bytes);
+  const target = pagePath(store, bucket, hash);
+  await mkdir(dirname(target), { recursive: true });
+  const temp = tempPathFor(target);
+  try {
+    await writeFile(temp, bytes, { flag: 'wx', mode: 0o644 });
+    await rename(temp, target);
+  } catch (error) {
+    await rm(temp, { force: true });
+    throw error;
+  }
 }
 
 /** Reads the pages of one commit (of `folder`, commit `commitId`, in `bucket`). */
@@ -145,7 +158,7 @@ export class PageReader {
       );
     }
     const page = this.check(bytes, hash, height, expect);
-    await writeFileAtomic(path, bytes);
+    await cachePage(this.store, this.bucket, hash, bytes);
     return page;
   }
 
