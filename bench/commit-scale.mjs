@@ -102,7 +102,7 @@ const rows = [
   ['stat of one file at the commit, fresh process (cold cache)', stat, ''],
 ];
 console.log(
-  `commit at scale: ${files} files in ${dirs} subfolders, local store (filled in ${fillSeconds.toFixed(0)} s), load ${os.loadavg()[0].toFixed(1)}`,
+  `commit at scale (${path.relative(repo, CLI)}): ${files} files in ${dirs} subfolders, local store (filled in ${fillSeconds.toFixed(0)} s), load ${os.loadavg()[0].toFixed(1)}`,
 );
 console.log('| operation | wall | peak RSS | notes |');
 console.log('|---|---|---|---|');
