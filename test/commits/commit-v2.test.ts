@@ -228,6 +228,30 @@ describe('provcat.commit/2 on the store', () => {
     expect(d.added.length + d.removed.length).toBe(0);
   });
 
+  it('ls at a commit skips subfolders by seeking, and agrees across formats', async () => {
+    const s = mem();
+    for (const k of ['a-b', 'a/x', 'a/y/z', 'a0', 'b', 'é/1', '\u{1F600}'])
+      await put(s, `data/${k}`, k);
+    const v1 = await writeV1(s, 'data/', 1, null);
+    const c2 = await s.commit(`mem://${B}/data/`, 'two', { allowEmpty: true });
+    const at1 = Uri.parse(`mem://${B}/data/?at=commit:${v1}`);
+    const keys = async (u: Uri) => (await s.list(u)).map((e) => [e.kind, e.uri.key]);
+    const expected = [
+      ['folder', 'data/a'],
+      ['file', 'data/a-b'],
+      ['file', 'data/a0'],
+      ['file', 'data/b'],
+      ['folder', 'data/é'],
+      ['file', 'data/\u{1F600}'],
+    ];
+    expect(await keys(c2)).toEqual(expected);
+    expect(await keys(at1)).toEqual(expected);
+    expect(await keys(c2.join('a/'))).toEqual([
+      ['file', 'data/a/x'],
+      ['folder', 'data/a/y'],
+    ]);
+  });
+
   it('a page that cannot be written fails the commit, and nothing names it', async () => {
     const s = mem();
     await fill(s, 1500);
