@@ -15,9 +15,12 @@ export {
   type BranchOptions,
   type Commit,
   type CommitFile,
+  type CommitHead,
   type CommitOptions,
+  type CommitTree,
   type LogEntry,
   loadCommit,
+  openCommit,
 } from './commits/index.js';
 export { type Entry, type EntryJson, entryToJson } from './contract/entry.js';
 export type {

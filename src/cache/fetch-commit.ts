@@ -14,7 +14,7 @@
  */
 import { dirname } from 'node:path';
 import type { CommitFile } from '../commits/format.js';
-import { fileAt, filesUnder, loadCommit } from '../commits/read.js';
+import { commitCovers, openCommit } from '../commits/read.js';
 import { forEachLimit } from '../core/concurrency.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
@@ -40,10 +40,15 @@ export async function fetchCommit(
 ): Promise<FetchResult> {
   const { cache } = store;
   const { bucket } = store.locate(u);
-  const commit = await loadCommit(store, bucket, id, { signal: options.signal });
-  const single = u.isFolder ? undefined : fileAt(commit, u.key);
+  const tree = await openCommit(store, bucket, id, { signal: options.signal });
+  const commit = tree.head;
+  const single = u.isFolder || !commitCovers(commit, u) ? undefined : await tree.fileAt(u.key);
   const folder = single ? u : u.asFolder();
-  const files = single ? [single] : filesUnder(commit, folder);
+  const files = single
+    ? [single]
+    : commitCovers(commit, folder)
+      ? await tree.filesUnder(folder.prefix)
+      : [];
   if (files.length === 0 && folder.prefix !== commit.folder) {
     throw new NotFound(`nothing at ${u} in commit ${id}`, { uri: u.toString() });
   }

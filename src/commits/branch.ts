@@ -37,7 +37,7 @@ import {
   sha256Hex,
 } from './format.js';
 import { hasKeysUnder } from './pin.js';
-import { commitCovers, filesUnder, loadCommit, MAX_COMMIT_BYTES } from './read.js';
+import { commitCovers, MAX_COMMIT_BYTES, openCommit } from './read.js';
 import { snapshotFolder } from './snapshot.js';
 
 const debug = debuglog('provcat:commits');
@@ -80,7 +80,7 @@ async function resolveSource(
     throw new UriError('a branch source is a branch name, a commit ID or a URI');
   }
   if (isCommitId(source)) {
-    const commit = await loadCommit(store, bucket, source, { signal });
+    const commit = (await openCommit(store, bucket, source, { signal })).head;
     return { commit: source, folder: commit.folder };
   }
   if (source.includes('://')) {
@@ -250,14 +250,14 @@ async function sourceFiles(
 ): Promise<CommitFile[]> {
   let files: CommitFile[];
   if (source.commit) {
-    const commit = await loadCommit(store, bucket, source.commit, { signal });
+    const tree = await openCommit(store, bucket, source.commit, { signal });
     const folderUri = Uri.fromKey(store.scheme, bucket, source.folder);
-    if (!commitCovers(commit, folderUri)) {
-      throw new UriError(`commit ${commit.id} does not cover ${folderUri}`, {
+    if (!commitCovers(tree.head, folderUri)) {
+      throw new UriError(`commit ${tree.head.id} does not cover ${folderUri}`, {
         uri: folderUri.toString(),
       });
     }
-    files = filesUnder(commit, folderUri);
+    files = await tree.filesUnder(folderUri.prefix);
   } else {
     files = await snapshotFolder(store, bucket, source.folder, { signal });
   }

@@ -7,8 +7,10 @@
  * 2. Take a two-listing snapshot of the folder (snapshot.ts). It is taken *after* the parent
  *    was seen, and the parent's snapshot was taken before its log entry existed, so snapshots
  *    follow the log order: a commit never records an older state than its parent.
- * 3. Write the canonical commit object to `.provcat/commits/<id>.json` (content-addressed: an
- *    existing object with the same name is the same commit, after a check of its bytes).
+ * 3. Write the pages of the file list (`provcat.commit/2`, src/commits/pages/): only those the
+ *    parent's tree does not already name, so a child shares every unchanged page with its
+ *    parent. Then the canonical commit object, `.provcat/commits/<id>.json` (content-addressed:
+ *    an existing object with the same name is the same commit, after a check of its bytes).
  * 4. Create log entry N only if absent. Losing that race means another commit took N: go back
  *    to step 1 (new parent, new snapshot, N + 1). Each loss is another committer's progress,
  *    so the loop is lock-free; it is still bounded ({@link COMMIT_ATTEMPTS}).
@@ -27,8 +29,8 @@ import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import type { Uri } from '../core/uri.js';
 import { createOnce, noCreateError, readSmall } from '../logs/small-objects.js';
 import {
-  COMMIT_FORMAT,
-  type CommitBody,
+  COMMIT_FORMAT_2,
+  type CommitBody2,
   type CommitFile,
   commitBytes,
   commitKey,
@@ -37,8 +39,13 @@ import {
   sha256Hex,
 } from './format.js';
 import { checkEntry, folderOf, newestEntry } from './log.js';
-import { cacheCommit, loadCommit, MAX_COMMIT_BYTES } from './read.js';
-import { snapshotFolder } from './snapshot.js';
+import { TreeBuilder, type TreeRoot } from './pages/build.js';
+import { diffTrees } from './pages/diff-trees.js';
+import { MAX_PAGE_BYTES, pageKey } from './pages/page-format.js';
+import { cachePage, PageReader } from './pages/page-store.js';
+import { CommitTree } from './pages/tree.js';
+import { cacheCommit, MAX_COMMIT_BYTES, openCommit } from './read.js';
+import { snapshotStream } from './snapshot.js';
 
 const debug = debuglog('provcat:commits');
 
@@ -81,17 +88,98 @@ function factsOf(f: CommitFile): FileFacts {
 }
 
 /**
- * True when `b` records the same files as `a`: the same keys, each the same file by the rule
- * `diff` uses ({@link sameBytes}), so "no change since commit N" means `diff` finds none.
+ * True when `next` records the same files as `parent`: the same keys, each the same file by the
+ * rule `diff` uses ({@link sameBytes}), so "no change since commit N" means `diff` finds none.
+ * Equal pages are skipped unread (diff-trees.ts).
  */
-function sameFiles(a: readonly CommitFile[], b: readonly CommitFile[]): boolean {
-  return (
-    a.length === b.length &&
-    a.every((f, i) => {
-      const g = b[i];
-      return g !== undefined && f.key === g.key && sameBytes(factsOf(f), factsOf(g));
-    })
-  );
+async function sameFiles(parent: CommitTree, next: CommitTree): Promise<boolean> {
+  if (parent.head.tree && next.head.tree && parent.head.tree.root === next.head.tree.root) {
+    return true;
+  }
+  for await (const change of diffTrees(parent, next, '')) {
+    if (!change.a || !change.b || !sameBytes(factsOf(change.a), factsOf(change.b))) return false;
+  }
+  return true;
+}
+
+/** What a commit wrote: pages written (the others were its parent's, or already there). */
+export interface PageWrites {
+  written: number;
+  shared: number;
+}
+
+/**
+ * Write the page tree of `files` (in key order): each page the parent's tree does not name is
+ * created (content-addressed; an existing copy is checked and rewritten if corrupt), and cached.
+ */
+async function writePages(
+  store: CachedStoreContext,
+  bucket: string,
+  files: Iterable<CommitFile> | AsyncIterable<CommitFile>,
+  known: ReadonlySet<string>,
+  mode: CreateMode,
+  signal: AbortSignal | undefined,
+  counts: PageWrites,
+  where: string,
+): Promise<TreeRoot> {
+  const done = new Set<string>();
+  // Up to the store's concurrency of page writes in flight; the first failure fails the commit.
+  const inflight = new Set<Promise<void>>();
+  const state: { failure?: { error: unknown } } = {};
+  const check = (): void => {
+    if (state.failure) throw state.failure.error;
+  };
+  const write = async (hash: string, bytes: Buffer) => {
+    const key = pageKey(hash);
+    await writeContentAddressed(store, bucket, key, hash, bytes, mode, signal, MAX_PAGE_BYTES);
+    counts.written++;
+    try {
+      await cachePage(store, bucket, hash, bytes);
+    } catch (error) {
+      // A cache that cannot be written only costs a read later.
+      debug('could not cache page %s: %s', hash, error);
+    }
+  };
+  const builder = new TreeBuilder(async (hash, bytes) => {
+    check();
+    if (known.has(hash) || done.has(hash)) {
+      counts.shared++;
+      return;
+    }
+    done.add(hash);
+    const tracked: Promise<void> = write(hash, bytes).then(
+      () => {
+        inflight.delete(tracked);
+      },
+      (error: unknown) => {
+        state.failure ??= { error };
+        inflight.delete(tracked);
+      },
+    );
+    inflight.add(tracked);
+    while (inflight.size >= store.concurrency) await Promise.race(inflight);
+    check();
+  });
+  const settle = async () => {
+    await Promise.all(inflight);
+    check();
+  };
+  let n = 0;
+  try {
+    for await (const f of files) {
+      await builder.add(f);
+      n++;
+    }
+    if (n === 0) {
+      throw new StoreError(`commit of ${where} refused: the folder has no files`, { uri: where });
+    }
+    const root = await builder.finish();
+    await settle();
+    return root;
+  } finally {
+    // Never leave a write running past the commit's return or failure.
+    await Promise.all(inflight);
+  }
 }
 
 function checkMetadata(metadata: unknown): Record<string, string> {
@@ -107,16 +195,17 @@ function checkMetadata(metadata: unknown): Record<string, string> {
   return out;
 }
 
-/** Write the commit object (content-addressed), repairing a current copy that is corrupt. */
-async function writeCommitObject(
+/** Write a content-addressed object (a commit or a page), repairing a current copy that is corrupt. */
+async function writeContentAddressed(
   store: CachedStoreContext,
   bucket: string,
+  key: string,
   id: string,
   bytes: Buffer,
   mode: CreateMode,
   signal: AbortSignal | undefined,
+  limit: number,
 ): Promise<void> {
-  const key = commitKey(id);
   if (mode !== 'atomic') {
     // A plain put is safe here: every writer of this key writes these very bytes.
     await store._put(bucket, key, bytes, { size: bytes.byteLength, signal });
@@ -128,9 +217,9 @@ async function writeCommitObject(
   } catch (error) {
     if (!(error instanceof Exists)) throw error;
   }
-  const there = await readSmall(store, bucket, key, { limit: MAX_COMMIT_BYTES, signal });
+  const there = await readSmall(store, bucket, key, { limit, signal });
   if (sha256Hex(there) !== id) {
-    debug('commit object %s was corrupt; writing it again', key);
+    debug('object %s was corrupt; writing it again', key);
     await store._put(bucket, key, bytes, { size: bytes.byteLength, signal });
   }
 }
@@ -173,39 +262,64 @@ export async function commitFolder(
     if (attempt > 0)
       await sleep(backoffMs(Math.min(attempt, 5), Math.random, RACE_BACKOFF), signal);
     const pointer = await newestEntry(store, bucket, folder, signal);
-    let parent: Awaited<ReturnType<typeof loadCommit>> | undefined;
+    let parent: CommitTree | undefined;
     if (pointer) {
-      parent = await loadCommit(store, bucket, pointer.id, { signal });
-      checkEntry(parent, pointer, folder);
+      parent = await openCommit(store, bucket, pointer.id, { signal });
+      checkEntry(parent.head, pointer, folder);
     }
-    const files = await snapshotFolder(store, bucket, folder, { signal });
-    if (files.length === 0) {
-      throw new StoreError(`commit of ${where} refused: the folder has no files`, { uri: where });
-    }
-    if (parent && !options.allowEmpty && sameFiles(parent.files, files)) {
-      throw new StoreError(
-        `commit of ${where} refused: no change since commit ${parent.number} (${parent.id}); ` +
-          'pass allowEmpty to commit anyway',
-        { uri: where },
-      );
-    }
-    const number = (parent?.number ?? 0) + 1;
-    if (number > MAX_COMMIT_NUMBER) {
-      throw new StoreError(`the log of ${where} is full (${MAX_COMMIT_NUMBER} commits)`);
-    }
-    const body: CommitBody = {
-      format: COMMIT_FORMAT,
+    const known = parent ? await parent.pageHashes() : new Set<string>();
+    const counts: PageWrites = { written: 0, shared: 0 };
+    // The snapshot streams into pages: no listing is held in memory (snapshot.ts).
+    const tree = await snapshotStream(
+      store,
+      bucket,
       folder,
-      parent: parent?.id ?? null,
+      (files) => writePages(store, bucket, files, known, mode, signal, counts, where),
+      { signal },
+    );
+    const number = (parent?.head.number ?? 0) + 1;
+    const body: CommitBody2 = {
+      format: COMMIT_FORMAT_2,
+      folder,
+      parent: parent?.head.id ?? null,
       number,
       message,
       metadata,
       time: new Date().toISOString(),
-      files,
+      count: tree.count,
+      root: tree.root,
+      height: tree.height,
     };
     const bytes = commitBytes(body);
     const id = sha256Hex(bytes);
-    await writeCommitObject(store, bucket, id, bytes, mode, signal);
+    if (parent && !options.allowEmpty) {
+      const next = new CommitTree(
+        { ...body, id, bucket, tree: { root: tree.root, height: tree.height } },
+        undefined,
+        new PageReader(store, bucket, folder, id, signal),
+      );
+      if (await sameFiles(parent, next)) {
+        throw new StoreError(
+          `commit of ${where} refused: no change since commit ${parent.head.number} (${parent.head.id}); ` +
+            'pass allowEmpty to commit anyway',
+          { uri: where },
+        );
+      }
+    }
+    if (number > MAX_COMMIT_NUMBER) {
+      throw new StoreError(`the log of ${where} is full (${MAX_COMMIT_NUMBER} commits)`);
+    }
+    debug('commit of %s: %d page(s) written, %d shared', where, counts.written, counts.shared);
+    await writeContentAddressed(
+      store,
+      bucket,
+      commitKey(id),
+      id,
+      bytes,
+      mode,
+      signal,
+      MAX_COMMIT_BYTES,
+    );
     const won = await createOnce(
       store,
       bucket,

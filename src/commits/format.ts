@@ -25,8 +25,17 @@ import { segmentProblem } from '../core/uri.js';
 import { canonicalJson, type Json, parseCanonical } from '../logs/canonical-json.js';
 import { LOG_BASE, logName, MAX_LOG_NUMBER, numberOfLogKey } from '../logs/create-only-log.js';
 
-/** The `format` of every commit object this version writes and reads. */
+/** The `format` of a commit object that lists every file itself (read for ever, no longer written). */
 export const COMMIT_FORMAT = 'provcat.commit/1';
+
+/**
+ * The `format` of the commit objects this version writes: the metadata and the root of a tree of
+ * content-addressed pages (src/commits/pages/, docs/commit-format.md).
+ */
+export const COMMIT_FORMAT_2 = 'provcat.commit/2';
+
+/** Either commit format. */
+export type CommitFormat = typeof COMMIT_FORMAT | typeof COMMIT_FORMAT_2;
 
 /** The `format` of branch intent records. */
 export const BRANCH_FORMAT = 'provcat.branch/1';
@@ -71,11 +80,41 @@ export interface CommitBody {
   files: CommitFile[];
 }
 
+/** The JSON body of a `provcat.commit/2` object: the metadata and the root of its page tree. */
+export interface CommitBody2 extends Omit<CommitBody, 'format' | 'files'> {
+  /** Always {@link COMMIT_FORMAT_2}. */
+  format: typeof COMMIT_FORMAT_2;
+  /** How many files the commit records (at least 1). */
+  count: number;
+  /** The SHA-256 of the root page (`.provcat/pages/<root>`). */
+  root: string;
+  /** The root page's height: 0 when it lists files, else one more than its children's. */
+  height: number;
+}
+
 /**
- * A commit as read: its body plus where it was read from. `id` and `bucket` are not part of the
- * stored object (the ID is the SHA-256 of the stored bytes; the bucket is where they live).
+ * What every commit says of itself, in either format, without its file list: the metadata, the
+ * number of files and, for format 2, its page tree's root. `id` and `bucket` are not stored.
  */
-export interface Commit extends CommitBody {
+export interface CommitHead extends Omit<CommitBody, 'format' | 'files'> {
+  format: CommitFormat;
+  /** SHA-256 (64 lowercase hex) of the canonical bytes: the commit's name. */
+  id: string;
+  /** The bucket that holds the commit and its files. */
+  bucket: string;
+  /** How many files the commit records. */
+  count: number;
+  /** Format 2: the root page and its height. */
+  tree?: { root: string; height: number } | undefined;
+}
+
+/**
+ * A commit as read whole (`loadCommit`): its metadata plus every file record, whatever its
+ * format. `id` and `bucket` are not part of the stored object (the ID is the SHA-256 of the
+ * stored bytes; the bucket is where they live).
+ */
+export interface Commit extends Omit<CommitBody, 'format'> {
+  format: CommitFormat;
   /** SHA-256 (64 lowercase hex) of the canonical bytes: the commit's name. */
   id: string;
   /** The bucket that holds the commit and its files. */
@@ -95,8 +134,8 @@ export { sha256Hex };
 
 export { canonicalJson, type Json };
 
-/** The canonical UTF-8 bytes of a commit body. */
-export function commitBytes(body: CommitBody): Buffer {
+/** The canonical UTF-8 bytes of a commit body (either format). */
+export function commitBytes(body: CommitBody | CommitBody2): Buffer {
   return Buffer.from(canonicalJson(body), 'utf8');
 }
 
@@ -129,20 +168,15 @@ export function branchDoneKey(name: string): string {
 
 // ---- validation ----------------------------------------------------------------------------
 
-const TOP_FIELDS = new Set([
-  'files',
-  'folder',
-  'format',
-  'message',
-  'metadata',
-  'number',
-  'parent',
-  'time',
-]);
+const COMMON_FIELDS = ['folder', 'format', 'message', 'metadata', 'number', 'parent', 'time'];
+const TOP_FIELDS = new Set([...COMMON_FIELDS, 'files']);
+const TOP_FIELDS_2 = new Set([...COMMON_FIELDS, 'count', 'height', 'root']);
+/** The greatest height of a page tree (a page of height h splits on keys of level > h, at most 32). */
+export const MAX_TREE_HEIGHT = 64;
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/;
 
 function bad(id: string, why: string, cause?: unknown): StoreError {
-  return new StoreError(`commit ${id} is not a valid ${COMMIT_FORMAT} object: ${why}`, { cause });
+  return new StoreError(`commit ${id} is not a valid commit object: ${why}`, { cause });
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -162,11 +196,17 @@ export function folderProblem(folder: string): string | undefined {
 }
 
 /**
- * Parse and validate the bytes of commit `id` (already known to hash to `id`). Throws
- * {@link StoreError} naming the first problem: not UTF-8 JSON, not canonical, a missing, extra or
- * mistyped field, files out of order or outside the folder, an unknown `format`.
+ * Parse and validate the bytes of commit `id` (already known to hash to `id`), in either format:
+ * a format 1 commit with its `files`, a format 2 commit with its page tree's root (and no
+ * `files`: read them with `openCommit`). Throws {@link StoreError} naming the first problem:
+ * not UTF-8 JSON, not canonical, a missing, extra or mistyped field, files out of order or
+ * outside the folder, an unknown `format`.
  */
-export function parseCommit(bytes: Uint8Array, id: string, bucket: string): Commit {
+export function parseCommitObject(
+  bytes: Uint8Array,
+  id: string,
+  bucket: string,
+): { head: CommitHead; files?: CommitFile[] | undefined } {
   const record = parseCanonical(bytes, {
     fail: (problem, why, cause) =>
       bad(
@@ -176,16 +216,44 @@ export function parseCommit(bytes: Uint8Array, id: string, bucket: string): Comm
       ),
     validate: (value) => checkCommitFields(value, id),
   });
-  return { ...(record as unknown as CommitBody), id, bucket };
+  const { files, count, root, height, ...rest } = record as Record<string, unknown>;
+  const head = { ...(rest as Omit<CommitHead, 'id' | 'bucket' | 'count'>), id, bucket };
+  if (record.format === COMMIT_FORMAT) {
+    const list = files as CommitFile[];
+    return { head: { ...head, count: list.length }, files: list };
+  }
+  return {
+    head: {
+      ...head,
+      count: count as number,
+      tree: { root: root as string, height: height as number },
+    },
+  };
 }
 
-/** The field checks of {@link parseCommit} (everything but the canonical form). */
+/**
+ * Parse and validate the bytes of a format 1 commit `id` (already known to hash to `id`); a
+ * format 2 commit is refused here ({@link StoreError}: read it with `loadCommit`/`openCommit`).
+ */
+export function parseCommit(bytes: Uint8Array, id: string, bucket: string): Commit {
+  const { head, files } = parseCommitObject(bytes, id, bucket);
+  if (!files) throw bad(id, `format ${head.format} lists its files in pages`);
+  const { count: _count, tree: _tree, ...rest } = head;
+  return { ...rest, files };
+}
+
+/** The field checks of {@link parseCommitObject} (everything but the canonical form). */
 function checkCommitFields(value: Record<string, unknown>, id: string): void {
-  if (value.format !== COMMIT_FORMAT) {
-    throw bad(id, `format ${JSON.stringify(value.format)} (this reader knows ${COMMIT_FORMAT})`);
+  const v2 = value.format === COMMIT_FORMAT_2;
+  if (value.format !== COMMIT_FORMAT && !v2) {
+    throw bad(
+      id,
+      `format ${JSON.stringify(value.format)} (this reader knows ${COMMIT_FORMAT} and ${COMMIT_FORMAT_2})`,
+    );
   }
+  const fields = v2 ? TOP_FIELDS_2 : TOP_FIELDS;
   for (const field of Object.keys(value)) {
-    if (!TOP_FIELDS.has(field)) throw bad(id, `unknown field ${JSON.stringify(field)}`);
+    if (!fields.has(field)) throw bad(id, `unknown field ${JSON.stringify(field)}`);
   }
   const { folder, parent, number, message, metadata, time, files } = value;
   if (typeof folder !== 'string') throw bad(id, 'folder is not a string');
@@ -208,35 +276,69 @@ function checkCommitFields(value: Record<string, unknown>, id: string): void {
   if (typeof time !== 'string' || !ISO_TIME.test(time) || Number.isNaN(Date.parse(time))) {
     throw bad(id, 'time is not an ISO 8601 UTC timestamp');
   }
+  if (v2) {
+    const { count, root, height } = value;
+    if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 1) {
+      throw bad(id, 'count is not a positive integer');
+    }
+    if (typeof root !== 'string' || !HEX64.test(root)) throw bad(id, 'root is not a SHA-256');
+    if (
+      typeof height !== 'number' ||
+      !Number.isSafeInteger(height) ||
+      height < 0 ||
+      height > MAX_TREE_HEIGHT
+    ) {
+      throw bad(id, `height is not an integer from 0 to ${MAX_TREE_HEIGHT}`);
+    }
+    return;
+  }
   if (!Array.isArray(files)) throw bad(id, 'files is not an array');
+  checkFileRecords(files, folder, 'files', (why) => bad(id, why));
+}
+
+/**
+ * Check file records as a commit (`files`, format 1) or a leaf page (format 2) holds them: each an
+ * object with a file `key` under `folder` (not under `.provcat/`, not ending `/`), a non-empty
+ * `versionId`, a non-negative integer `size`, an optional string `etag`, and keys strictly
+ * ascending by UTF-8 bytes. `fail` makes the reader's error from a reason; `name` names the array.
+ * `checkSha256` (format 2) also requires a `sha256`, where present, to be 64 lowercase hex.
+ */
+export function checkFileRecords(
+  files: readonly unknown[],
+  folder: string,
+  name: string,
+  fail: (why: string) => Error,
+  checkSha256 = false,
+): void {
   let previous: string | undefined;
   for (const [i, f] of files.entries()) {
-    if (!isPlainObject(f)) throw bad(id, `files[${i}] is not an object`);
-    const { key, versionId, size, etag } = f;
+    if (!isPlainObject(f)) throw fail(`${name}[${i}] is not an object`);
+    const { key, versionId, size, etag, sha256 } = f;
     if (typeof key !== 'string' || key === '' || !key.startsWith(folder) || key.endsWith('/')) {
-      throw bad(id, `files[${i}].key is not a file key under ${JSON.stringify(folder)}`);
+      throw fail(`${name}[${i}].key is not a file key under ${JSON.stringify(folder)}`);
     }
-    if (isMetaKey(key)) throw bad(id, `files[${i}].key is under ${META_PREFIX}`);
+    if (isMetaKey(key)) throw fail(`${name}[${i}].key is under ${META_PREFIX}`);
     if (typeof versionId !== 'string' || versionId === '') {
-      throw bad(id, `files[${i}].versionId is not a non-empty string`);
+      throw fail(`${name}[${i}].versionId is not a non-empty string`);
     }
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
-      throw bad(id, `files[${i}].size is not a non-negative integer`);
+      throw fail(`${name}[${i}].size is not a non-negative integer`);
     }
     if (etag !== undefined && typeof etag !== 'string') {
-      throw bad(id, `files[${i}].etag is not a string`);
+      throw fail(`${name}[${i}].etag is not a string`);
+    }
+    if (
+      checkSha256 &&
+      sha256 !== undefined &&
+      (typeof sha256 !== 'string' || !HEX64.test(sha256))
+    ) {
+      throw fail(`${name}[${i}].sha256 is not 64 lowercase hex characters`);
     }
     if (previous !== undefined && compareUtf8(previous, key) >= 0) {
-      throw bad(id, `files are not sorted by key (or repeat one) at ${JSON.stringify(key)}`);
+      throw fail(`${name} are not sorted by key (or repeat one) at ${JSON.stringify(key)}`);
     }
     previous = key;
   }
-}
-
-/** The stored body of a commit (drops `id` and `bucket`). */
-export function bodyOf(commit: Commit): CommitBody {
-  const { id: _id, bucket: _bucket, ...body } = commit;
-  return body;
 }
 
 /** Check a commit ID's form; {@link UriError} otherwise. */

@@ -3,7 +3,7 @@
  * store passed in, and the on-store format they share (docs/commit-format.md).
  *
  * `ObjectStore.pin/commit/log/branch` delegate here; reads at `?at=commit:` use
- * {@link loadCommit}, {@link commitCovers} and {@link filesUnder}.
+ * {@link openCommit} (a {@link CommitTree} over either format) and {@link commitCovers}.
  *
  * @module
  */
@@ -12,9 +12,13 @@ export { COMMIT_ATTEMPTS, type CommitOptions, commitFolder } from './commit.js';
 export {
   BRANCH_FORMAT,
   COMMIT_FORMAT,
+  COMMIT_FORMAT_2,
   type Commit,
   type CommitBody,
+  type CommitBody2,
   type CommitFile,
+  type CommitFormat,
+  type CommitHead,
   canonicalJson,
   commitBytes,
   commitKey,
@@ -24,6 +28,7 @@ export {
   logPrefix,
   META_PREFIX,
   parseCommit,
+  parseCommitObject,
   sha256Hex,
 } from './format.js';
 export {
@@ -34,6 +39,9 @@ export {
   newestEntry,
   readLog,
 } from './log.js';
+export { diffTrees, type TreeChange } from './pages/diff-trees.js';
+export { PAGE_FORMAT, type Page, type PageRef, pageKey } from './pages/page-format.js';
+export { CommitTree } from './pages/tree.js';
 export { type PinOptions, pinUri } from './pin.js';
 export {
   cacheCommit,
@@ -43,5 +51,7 @@ export {
   type LoadCommitOptions,
   loadCommit,
   MAX_COMMIT_BYTES,
+  materialize,
+  openCommit,
 } from './read.js';
 export { SNAPSHOT_ATTEMPTS, type SnapshotOptions, snapshotFolder } from './snapshot.js';

@@ -16,8 +16,8 @@ import { OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import { toUri, type Uri } from '../core/uri.js';
 import { entryId, follows, MAX_ENTRY_BYTES, newestListed } from '../logs/create-only-log.js';
 import { oldestVersionsIn, readOldest, readSmall } from '../logs/small-objects.js';
-import { type Commit, isMetaKey, logPrefix, numberOfLogKey } from './format.js';
-import { loadCommit } from './read.js';
+import { type CommitHead, isMetaKey, logPrefix, numberOfLogKey } from './format.js';
+import { openCommit } from './read.js';
 
 /** One commit of a folder as {@link logFolder} reports it. */
 export interface LogEntry {
@@ -109,7 +109,11 @@ export async function readLog(
 }
 
 /** Check that commit `commit`, named by log entry `pointer` of `folder`, belongs there. */
-export function checkEntry(commit: Commit, pointer: LogPointer, folder: string): void {
+export function checkEntry(
+  commit: Pick<CommitHead, 'id' | 'number' | 'folder'>,
+  pointer: LogPointer,
+  folder: string,
+): void {
   if (commit.number !== pointer.number || commit.folder !== folder) {
     throw new StoreError(
       `log entry ${pointer.number} of folder '${folder}' names commit ${commit.id}, which is ` +
@@ -170,7 +174,7 @@ export async function logFolder(
     pointers.entries(),
     store.concurrency,
     async ([i, pointer], signal) => {
-      const commit = await loadCommit(store, bucket, pointer.id, { signal });
+      const commit = (await openCommit(store, bucket, pointer.id, { signal })).head;
       checkEntry(commit, pointer, folder);
       entries[i] = {
         id: commit.id,
@@ -179,7 +183,7 @@ export async function logFolder(
         message: commit.message,
         metadata: commit.metadata,
         time: commit.time,
-        files: commit.files.length,
+        files: commit.count,
       };
     },
     options.signal,

@@ -15,7 +15,7 @@ import { toUri, Uri } from '../core/uri.js';
 import { isNotFound } from '../logs/small-objects.js';
 import { isMetaKey } from './format.js';
 import { checkEntry, newestEntry } from './log.js';
-import { filesUnder, loadCommit } from './read.js';
+import { commitCovers, openCommit } from './read.js';
 
 /** Options of {@link pinUri}. */
 export interface PinOptions {
@@ -44,10 +44,11 @@ async function checkPinned(store: CachedStoreContext, u: Uri, signal?: AbortSign
     }
     return u;
   }
-  const commit = await loadCommit(store, bucket, at.id, { signal });
+  const tree = await openCommit(store, bucket, at.id, { signal });
+  const commit = tree.head;
   const held = u.isFolder
-    ? u.prefix === commit.folder || filesUnder(commit, u).length > 0
-    : filesUnder(commit, u).length > 0;
+    ? commitCovers(commit, u) && (u.prefix === commit.folder || (await tree.hasUnder(u.prefix)))
+    : commitCovers(commit, u) && (await tree.fileAt(u.key)) !== undefined;
   if (!held) {
     throw new NotFound(
       `commit ${at.id} (of ${Uri.fromKey(store.scheme, bucket, commit.folder)}) holds nothing at ${u.withAt(undefined)}`,
@@ -103,10 +104,10 @@ export async function pinUri(
     const folder = segments.length === 0 ? '' : `${segments.join('/')}/`;
     const pointer = await newestEntry(store, bucket, folder, signal);
     if (!pointer) continue;
-    const commit = await loadCommit(store, bucket, pointer.id, { signal });
-    checkEntry(commit, pointer, folder);
-    if (depth === folderUri.segments.length || filesUnder(commit, folderUri).length > 0) {
-      return folderUri.withAt({ kind: 'commit', id: commit.id });
+    const tree = await openCommit(store, bucket, pointer.id, { signal });
+    checkEntry(tree.head, pointer, folder);
+    if (depth === folderUri.segments.length || (await tree.hasUnder(folderUri.prefix))) {
+      return folderUri.withAt({ kind: 'commit', id: tree.head.id });
     }
   }
   throw new StoreError(

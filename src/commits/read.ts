@@ -1,6 +1,8 @@
 /**
- * Reading commits: {@link loadCommit} (store or cache, always re-hashed) and the helpers that
- * answer reads at a commit from its manifest ({@link commitCovers}, {@link filesUnder}).
+ * Reading commits: {@link openCommit} (the commit object from the store or cache, always
+ * re-hashed, and a {@link CommitTree} over its files in either format), {@link loadCommit} (the
+ * same, every file read into memory) and the helpers that answer reads at a loaded commit
+ * ({@link commitCovers}, {@link filesUnder}).
  *
  * A commit object is immutable and named by the SHA-256 of its bytes, so once read and verified
  * it is kept in the cache (`Cache#commitPath`) and never asked of the store again; that is what
@@ -19,16 +21,18 @@ import { isNotFound, readSmall } from '../logs/small-objects.js';
 import {
   type Commit,
   type CommitFile,
+  type CommitHead,
   checkCommitId,
   commitKey,
-  compareUtf8,
-  parseCommit,
+  parseCommitObject,
   sha256Hex,
 } from './format.js';
+import { PageReader } from './pages/page-store.js';
+import { CommitTree, lowerBoundFiles } from './pages/tree.js';
 
 const debug = debuglog('provcat:commits');
 
-/** The largest commit object read (256 MiB: about a million files). */
+/** The largest commit object read (256 MiB: a format 1 commit of about a million files). */
 export const MAX_COMMIT_BYTES = 256 * 1024 * 1024;
 
 /** Options of {@link loadCommit}. */
@@ -46,17 +50,36 @@ async function readCached(path: string): Promise<Buffer | undefined> {
 }
 
 /**
- * Read commit `id` of `bucket`, verified.
+ * Open commit `id` of `bucket`, verified: its metadata and a reader of its files, in either
+ * format (a format 2 commit's pages are read, verified and cached as the reader needs them).
  *
  * Guarantees:
  * - The bytes hash to `id`, else `ObjectIntegrityError('DigestMismatch')`: a tampered commit is
  *   refused, never parsed. (A corrupt *cached* copy is deleted and read again from the store;
- *   offline, that is an `OfflineMiss` carrying the integrity error as its cause.)
- * - The object is a valid, canonical `provcat.commit/1` object, else `StoreError` with the reason.
+ *   offline, that is an `OfflineMiss` carrying the integrity error as its cause.) Pages are
+ *   checked the same way on every read (src/commits/pages/page-store.ts); a missing page is a
+ *   `StoreError`, never an empty answer.
+ * - The object is a valid, canonical `provcat.commit/1` or `/2` object, else `StoreError`.
  * - A commit found in the cache is answered with no store call at all (offline or not); one read
  *   from the store is then cached (atomically: complete or absent).
  * - `NotFound` when the bucket has no such commit; `UriError` for an `id` that is not 64 hex;
  *   `OfflineMiss` when offline and not cached.
+ */
+export async function openCommit(
+  store: CachedStoreContext,
+  bucket: string,
+  id: string,
+  options: LoadCommitOptions = {},
+): Promise<CommitTree> {
+  const { head, files } = await loadObject(store, bucket, id, options);
+  const pages = files ? undefined : new PageReader(store, bucket, head.folder, id, options.signal);
+  return new CommitTree(head, files, pages);
+}
+
+/**
+ * Read commit `id` of `bucket`, verified, with every file record in memory (a format 2 commit:
+ * every page read and checked). The guarantees of {@link openCommit}; prefer it for one file or
+ * one folder of a large commit.
  */
 export async function loadCommit(
   store: CachedStoreContext,
@@ -64,13 +87,30 @@ export async function loadCommit(
   id: string,
   options: LoadCommitOptions = {},
 ): Promise<Commit> {
+  const tree = await openCommit(store, bucket, id, options);
+  return materialize(tree);
+}
+
+/** The whole {@link Commit} of an opened commit (every file record read). */
+export async function materialize(tree: CommitTree): Promise<Commit> {
+  const { count: _count, tree: _root, ...rest } = tree.head;
+  const files = await tree.filesUnder('');
+  return { ...rest, files };
+}
+
+async function loadObject(
+  store: CachedStoreContext,
+  bucket: string,
+  id: string,
+  options: LoadCommitOptions,
+): Promise<{ head: CommitHead; files?: CommitFile[] | undefined }> {
   checkCommitId(id);
   const path = store.cache.commitPath(store.scheme, bucket, id);
   const where = `${store.scheme}://${bucket}/${commitKey(id)}`;
   let cacheProblem: ObjectIntegrityError | undefined;
   const cached = await readCached(path);
   if (cached !== undefined) {
-    if (sha256Hex(cached) === id) return parseCommit(cached, id, bucket);
+    if (sha256Hex(cached) === id) return parseCommitObject(cached, id, bucket);
     cacheProblem = new ObjectIntegrityError(
       'DigestMismatch',
       `the cached copy of commit ${id} (${path}) does not hash to its ID; dropped`,
@@ -108,7 +148,7 @@ export async function loadCommit(
       { uri: where },
     );
   }
-  const commit = parseCommit(bytes, id, bucket);
+  const commit = parseCommitObject(bytes, id, bucket);
   await writeFileAtomic(path, bytes);
   return commit;
 }
@@ -127,21 +167,9 @@ export async function cacheCommit(
  * True when `uri` is the committed folder or lies below it, in the commit's bucket (whether or
  * not a file exists there at the commit; see {@link filesUnder}). The `?at=` of `uri` is ignored.
  */
-export function commitCovers(commit: Commit, uri: Uri): boolean {
+export function commitCovers(commit: Pick<CommitHead, 'bucket' | 'folder'>, uri: Uri): boolean {
   if (uri.bucket !== commit.bucket) return false;
   return (uri.isFolder ? uri.prefix : uri.key).startsWith(commit.folder);
-}
-
-/** The index of the first file whose key is >= `key` (files are sorted by UTF-8 bytes). */
-function lowerBound(files: readonly CommitFile[], key: string): number {
-  let lo = 0;
-  let hi = files.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compareUtf8((files[mid] as CommitFile).key, key) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 /**
@@ -153,13 +181,13 @@ export function filesUnder(commit: Commit, uri: Uri): CommitFile[] {
   if (!commitCovers(commit, uri)) return [];
   const files = commit.files;
   if (!uri.isFolder) {
-    const i = lowerBound(files, uri.key);
+    const i = lowerBoundFiles(files, uri.key);
     const f = files[i];
     return f !== undefined && f.key === uri.key ? [f] : [];
   }
   const prefix = uri.prefix;
   const out: CommitFile[] = [];
-  for (let i = lowerBound(files, prefix); i < files.length; i++) {
+  for (let i = lowerBoundFiles(files, prefix); i < files.length; i++) {
     const f = files[i] as CommitFile;
     if (!f.key.startsWith(prefix)) break;
     out.push(f);
@@ -169,6 +197,6 @@ export function filesUnder(commit: Commit, uri: Uri): CommitFile[] {
 
 /** The file of the commit at exactly `key`, or `undefined`. */
 export function fileAt(commit: Commit, key: string): CommitFile | undefined {
-  const f = commit.files[lowerBound(commit.files, key)];
+  const f = commit.files[lowerBoundFiles(commit.files, key)];
   return f !== undefined && f.key === key ? f : undefined;
 }

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { createHash } from 'node:crypto';
 import { debuglog } from 'node:util';
 import type { VersionRecord } from '../contract/primitives.js';
 import type { StoreContext } from '../contract/store-context.js';
@@ -128,4 +129,92 @@ export async function snapshotFolder(
     files.map((f) => f.key.slice(folder.length)),
   );
   return files;
+}
+
+/** A listing that turned out not to be in key order: the streaming snapshot falls back. */
+class OutOfOrder extends Error {}
+
+/** The digest of one version record, as {@link sameListing} compares them. */
+function feed(hash: ReturnType<typeof createHash>, r: VersionRecord): void {
+  hash.update(JSON.stringify([r.key, r.versionId, r.size, r.current]));
+  hash.update('\n');
+}
+
+/**
+ * The snapshot of {@link snapshotFolder}, streamed: `consume` gets the current files in key
+ * order while the second listing of each pair is read, and its result is returned once that
+ * pair proved equal. Memory holds no listing: the first listing of a pair is kept as a digest
+ * (and its relative key names, for the rule of `checkFolderKeys`, checked before `consume` is
+ * called), the second is streamed. A `consume` of a pair that differed is discarded (what it
+ * wrote must be harmless: content-addressed pages). A store that lists out of key order gets
+ * the in-memory snapshot instead. Same refusals as {@link snapshotFolder}.
+ */
+export async function snapshotStream<T>(
+  store: StoreContext,
+  bucket: string,
+  folder: string,
+  consume: (files: AsyncIterable<CommitFile>) => Promise<T>,
+  options: SnapshotOptions = {},
+): Promise<T> {
+  const { signal } = options;
+  const attempts = options.attempts ?? SNAPSHOT_ATTEMPTS;
+  const where = Uri.fromKey(store.scheme, bucket, folder);
+  const inFolder = (r: VersionRecord) => !isMetaKey(r.key) && r.key.startsWith(folder);
+  const isFile = (r: VersionRecord) => r.current && r.size !== null && !r.key.endsWith('/');
+  try {
+    for (let attempt = 0; attempt < attempts; attempt++) {
+      if (attempt > 0) await sleep(backoffMs(attempt, Math.random, LISTING_BACKOFF), signal);
+      const first = createHash('sha256');
+      const rels: string[] = [];
+      let previous: string | undefined;
+      for await (const r of store._history(bucket, folder, { signal })) {
+        if (!inFolder(r)) continue;
+        if (previous !== undefined && compareUtf8(previous, r.key) > 0) throw new OutOfOrder();
+        previous = r.key;
+        feed(first, r);
+        if (isFile(r)) rels.push(r.key.slice(folder.length));
+      }
+      for (let i = 1; i < rels.length; i++) {
+        if (rels[i - 1] === rels[i]) {
+          throw new StoreError(
+            `${store.driver} listed two current versions of ${folder}${rels[i]}`,
+          );
+        }
+      }
+      // A folder no fetch could hold is no commit: refused before anything is written.
+      checkFolderKeys(where, rels);
+      rels.length = 0;
+      const second = createHash('sha256');
+      const files = async function* (): AsyncGenerator<CommitFile> {
+        let last: string | undefined;
+        for await (const r of store._history(bucket, folder, { signal })) {
+          if (!inFolder(r)) continue;
+          if (last !== undefined && compareUtf8(last, r.key) > 0) throw new OutOfOrder();
+          last = r.key;
+          feed(second, r);
+          if (!isFile(r)) continue;
+          const file: CommitFile = { key: r.key, versionId: r.versionId, size: r.size as number };
+          if (r.etag !== undefined) file.etag = r.etag;
+          yield file;
+        }
+      };
+      const result = await consume(files());
+      if (first.digest('hex') === second.digest('hex')) return result;
+      debug('snapshot of %s/%s: listings differ (attempt %d)', bucket, folder, attempt + 1);
+    }
+  } catch (error) {
+    if (!(error instanceof OutOfOrder)) throw error;
+    debug('%s lists %s out of key order: snapshot in memory', store.driver, where);
+    const listed = await snapshotFolder(store, bucket, folder, options);
+    return consume(
+      (async function* () {
+        yield* listed;
+      })(),
+    );
+  }
+  throw new StoreError(
+    `${store.scheme}://${bucket}/${folder} kept changing: ${attempts} pairs of listings ` +
+      'differed, so no consistent snapshot could be taken; retry when writes settle',
+    { uri: where.toString() },
+  );
 }

@@ -80,11 +80,13 @@ export async function commitFrom(
       },
     );
   }
-  const { filesUnder, loadCommit } = await import('../commits/read.js');
+  const { openCommit } = await import('../commits/read.js');
   const at = pinned.at as NonNullable<Uri['at']>;
-  const commit = await loadCommit(store, pinned.bucket, at.id, { signal: options.signal });
-  const extra = filesUnder(commit, pinned)
-    .map((f) => f.key.slice(pinned.prefix.length))
-    .filter((rel) => !local.has(rel));
+  const tree = await openCommit(store, pinned.bucket, at.id, { signal: options.signal });
+  const extra: string[] = [];
+  for await (const f of tree.files(pinned.prefix)) {
+    const rel = f.key.slice(pinned.prefix.length);
+    if (!local.has(rel)) extra.push(rel);
+  }
   return { uri: pinned, push: pushed, extra };
 }

@@ -2,9 +2,11 @@
  * {@link diffFolders}: which files were added, removed or changed between two versions of a
  * folder (or two folders) — each side a folder at a commit, or a folder now.
  *
- * Each side is what `walk` gives: at `?at=commit:` the commit's manifest (no store call beyond
- * loading the commit, which the cache keeps, so two cached commits diff offline), now one flat
- * listing. Files are matched by their path relative to their side's folder.
+ * Each side is what `walk` gives: at `?at=commit:` the commit's files (no store call beyond
+ * reading the commit and its pages, which the cache keeps, so two cached commits diff offline),
+ * now one flat listing. Files are matched by their path relative to their side's folder. Two
+ * sides at commits of the same folder are compared by page hash (src/commits/pages/diff-trees.ts):
+ * only pages that differ are read, so the cost follows the change, not the folder.
  *
  * **Changed means "not provably the same bytes"**, by the one rule `commit` also uses for its
  * "no change since commit N" check ({@link sameBytes} in src/contract/entry.ts), so `diff` against now
@@ -21,9 +23,14 @@
  * @module
  */
 
+import { statedMd5 } from '../cache/content-digest.js';
 import type { CachedStoreContext } from '../cache/context.js';
+import type { CommitFile } from '../commits/format.js';
+import { diffTrees } from '../commits/pages/diff-trees.js';
+import type { CommitTree } from '../commits/pages/tree.js';
+import { commitCovers, openCommit } from '../commits/read.js';
 import { type Entry, type FileFacts, sameBytes } from '../contract/entry.js';
-import { UriError } from '../core/errors.js';
+import { NotFound, UriError } from '../core/errors.js';
 import { compareUtf8 } from '../core/keys.js';
 import { toUri, type Uri } from '../core/uri.js';
 import { walkFolder } from './listing.js';
@@ -135,6 +142,14 @@ export async function diffFolders(
   if (b === undefined) to = from.withAt(undefined);
   else if (typeof b === 'string' && COMMIT_ID.test(b)) to = from.withAt({ kind: 'commit', id: b });
   else to = sideOf(toUri(b));
+  if (
+    from.at?.kind === 'commit' &&
+    to.at?.kind === 'commit' &&
+    from.bucket === to.bucket &&
+    from.prefix === to.prefix
+  ) {
+    return diffCommits(store, from, to, options);
+  }
   const [left, right] = await Promise.all([
     walkFolder(store, from, { signal: options.signal }),
     walkFolder(store, to, { signal: options.signal }),
@@ -169,4 +184,71 @@ export async function diffFolders(
     removed: removed.sort(order),
     changed: changed.sort(order),
   };
+}
+
+/** What {@link sameBytes} compares of a commit's file record (as `stat` at the commit gives it). */
+function recordFacts(f: CommitFile): FileFacts {
+  const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
+  const md5 = statedMd5({ etag: f.etag });
+  return {
+    key: f.key,
+    size: f.size,
+    version: f.versionId,
+    versionId: f.versionId,
+    etag: f.etag,
+    md5,
+    sha256,
+  };
+}
+
+/** Open the commit of a side and check it holds the side's folder (`NotFound` otherwise). */
+async function openSide(
+  store: CachedStoreContext,
+  side: Uri,
+  signal: AbortSignal | undefined,
+): Promise<CommitTree> {
+  const at = side.at as NonNullable<Uri['at']>;
+  const { bucket } = store.locate(side);
+  const tree = await openCommit(store, bucket, at.id, { signal });
+  const held =
+    commitCovers(tree.head, side) &&
+    (side.prefix === tree.head.folder || (await tree.hasUnder(side.prefix)));
+  if (!held) {
+    throw new NotFound(`no folder at ${side} in commit ${at.id}`, { uri: side.toString() });
+  }
+  return tree;
+}
+
+/** {@link diffFolders} of two sides at commits of the same folder: by page hash. */
+async function diffCommits(
+  store: CachedStoreContext,
+  from: Uri,
+  to: Uri,
+  options: DiffOptions,
+): Promise<DiffResult> {
+  const [a, b] = await Promise.all([
+    openSide(store, from, options.signal),
+    openSide(store, to, options.signal),
+  ]);
+  const added: DiffFile[] = [];
+  const removed: DiffFile[] = [];
+  const changed: DiffChange[] = [];
+  const prefix = from.prefix;
+  const fileOfRecord = (f: CommitFile): DiffFile => ({
+    path: f.key.slice(prefix.length),
+    size: f.size,
+    version: f.versionId,
+  });
+  for await (const change of diffTrees(a, b, prefix)) {
+    if (change.a && change.b) {
+      if (sameBytes(recordFacts(change.a), recordFacts(change.b))) continue;
+      changed.push({
+        path: change.key.slice(prefix.length),
+        from: { size: change.a.size, version: change.a.versionId },
+        to: { size: change.b.size, version: change.b.versionId },
+      });
+    } else if (change.a) removed.push(fileOfRecord(change.a));
+    else if (change.b) added.push(fileOfRecord(change.b));
+  }
+  return { from, to, added, removed, changed };
 }

@@ -1,6 +1,8 @@
 /**
  * `stat`, `list` and `walk` at `?at=`: a version's metadata (cached after the first read, so it
- * works offline) and a commit's manifest. Loaded by src/folders/listing.ts only for a pinned URI.
+ * works offline) and a commit's files. Loaded by src/folders/listing.ts only for a pinned URI.
+ * A commit is read through its tree (src/commits/pages/tree.ts): `stat` of one file reads the
+ * commit object and one page per height; `list` of a folder skips each subfolder's files.
  *
  * @module
  */
@@ -9,7 +11,8 @@ import type { VersionMeta } from '../cache/cache.js';
 import { statedMd5 } from '../cache/content-digest.js';
 import type { CachedStoreContext } from '../cache/context.js';
 import type { CommitFile } from '../commits/format.js';
-import { commitCovers, fileAt, filesUnder, loadCommit } from '../commits/read.js';
+import { prefixEnd } from '../commits/pages/tree.js';
+import { commitCovers, openCommit } from '../commits/read.js';
 import type { Entry } from '../contract/entry.js';
 import type { CallOptions } from '../contract/store-context.js';
 import { NotFound } from '../core/errors.js';
@@ -36,16 +39,20 @@ export async function statPinned(
       etag: meta.etag,
     };
   }
-  const commit = await loadCommit(ctx, bucket, at.id, options);
+  const tree = await openCommit(ctx, bucket, at.id, options);
+  const commit = tree.head;
   if (!commitCovers(commit, u.isFolder ? u : u.asFolder()) && !commitCovers(commit, u)) {
     throw new NotFound(`${u}: commit ${at.id} does not cover this path`, { uri: u.toString() });
   }
   if (!u.isFolder) {
-    const f = fileAt(commit, key);
+    const f = await tree.fileAt(key);
     if (f) return commitFileEntry(ctx, u, f, options);
   }
   const folder = u.asFolder();
-  if (folder.prefix === commit.folder || filesUnder(commit, folder).length > 0) {
+  if (
+    folder.prefix === commit.folder ||
+    (commitCovers(commit, folder) && (await tree.hasUnder(folder.prefix)))
+  ) {
     return folderEntry(folder);
   }
   throw new NotFound(`no file or folder at ${u} in commit ${at.id}`, { uri: u.toString() });
@@ -105,26 +112,31 @@ export async function listPinned(
   if (at.kind !== 'commit')
     throw new NotFound(`${u} is a file, not a folder`, { uri: u.toString() });
   const folder = u.asFolder();
-  const commit = await loadCommit(ctx, folder.bucket, at.id, options);
-  const files = filesUnder(commit, folder);
-  if (files.length === 0 && folder.prefix !== commit.folder) {
-    throw new NotFound(`no folder at ${folder} in commit ${at.id}`, { uri: folder.toString() });
-  }
+  const tree = await openCommit(ctx, folder.bucket, at.id, options);
+  const covered = commitCovers(tree.head, folder);
   const out: Entry[] = [];
-  const seen = new Set<string>();
-  for (const f of files) {
-    const rest = f.key.slice(folder.prefix.length);
-    const slash = rest.indexOf('/');
-    if (slash < 0) {
-      out.push(
-        await commitFileEntry(ctx, Uri.fromKey(ctx.scheme, folder.bucket, f.key, at), f, options),
-      );
-    } else {
+  // One seek per file or subfolder: after a subfolder, the walk resumes past its last key.
+  let from: string | undefined = folder.prefix;
+  while (covered && from !== undefined) {
+    let next: string | undefined;
+    for await (const f of tree.files(folder.prefix, from)) {
+      const rest = f.key.slice(folder.prefix.length);
+      const slash = rest.indexOf('/');
+      if (slash < 0) {
+        out.push(
+          await commitFileEntry(ctx, Uri.fromKey(ctx.scheme, folder.bucket, f.key, at), f, options),
+        );
+        continue;
+      }
       const sub = `${folder.prefix}${rest.slice(0, slash + 1)}`;
-      if (seen.has(sub)) continue;
-      seen.add(sub);
       out.push(folderEntry(Uri.fromKey(ctx.scheme, folder.bucket, sub, at)));
+      next = prefixEnd(sub);
+      break;
     }
+    from = next;
+  }
+  if (out.length === 0 && folder.prefix !== tree.head.folder) {
+    throw new NotFound(`no folder at ${folder} in commit ${at.id}`, { uri: folder.toString() });
   }
   out.sort((a, b) => compareUtf8(a.uri.key, b.uri.key));
   return out;
@@ -137,9 +149,9 @@ export async function listPinnedFiles(
   options: CallOptions,
 ): Promise<Entry[]> {
   const at = u.at as NonNullable<Uri['at']>;
-  const commit = await loadCommit(ctx, u.bucket, at.id, options);
-  const files = filesUnder(commit, u);
-  if (files.length === 0 && u.prefix !== commit.folder) {
+  const tree = await openCommit(ctx, u.bucket, at.id, options);
+  const files = commitCovers(tree.head, u) ? await tree.filesUnder(u.prefix) : [];
+  if (files.length === 0 && u.prefix !== tree.head.folder) {
     throw new NotFound(`no folder at ${u} in commit ${at.id}`, { uri: u.toString() });
   }
   return Promise.all(

@@ -14,6 +14,7 @@
  * @module
  */
 import { describe } from 'vitest';
+import { commitPagesSuite } from './commit-pages.js';
 import { digestsSuite } from './digests.js';
 import { fetchSuite } from './fetch.js';
 import { primitivesSuite } from './primitives.js';
@@ -63,6 +64,7 @@ export function conformance(target: ConformanceTarget): void {
     uploadsSuite(target);
     stageSuite(target);
     versionsSuite(target);
+    commitPagesSuite(target);
     noVersionsSuite(target);
     digestsSuite(target);
   });

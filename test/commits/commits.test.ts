@@ -47,7 +47,8 @@ import {
 } from '../../src/core/errors.js';
 import { Uri } from '../../src/core/uri.js';
 import { registerDriver } from '../../src/store/registry.js';
-import { conformance } from '../../src/testing/index.js';
+import { commitPagesSuite } from '../../src/testing/commit-pages.js';
+import { type ConformanceTarget, conformance } from '../../src/testing/index.js';
 import { rejection } from '../../src/testing/rejection.js';
 import { text, versionsSuite } from '../../src/testing/versions.js';
 import {
@@ -110,7 +111,7 @@ describeS3('the versions conformance part on S3 with the oldest-version-wins fal
     }
     await admin.close();
   });
-  versionsSuite({
+  const target: ConformanceTarget = {
     name: 's3 oldest-version-wins',
     store: (o) => new S3Store({ createFallback: 'oldest-version-wins', ...o }),
     bucket,
@@ -120,7 +121,10 @@ describeS3('the versions conformance part on S3 with the oldest-version-wins fal
       ranges: true,
       hostileKeys: true,
     },
-  });
+  };
+  versionsSuite(target);
+  // provcat.commit/2 pages on a real S3 server (Ceph: pages and log entries written with _put).
+  commitPagesSuite(target);
 });
 
 describe('the commit format', () => {
@@ -173,7 +177,9 @@ describe('the commit format', () => {
     };
     refuse(JSON.stringify(JSON.parse(good), null, 1), /canonical/);
     refuse(canonicalJson({ ...body, extra: 1 }), /unknown field/);
-    refuse(canonicalJson({ ...body, format: 'provcat.commit/2' }), /format/);
+    refuse(canonicalJson({ ...body, format: 'provcat.commit/3' }), /format/);
+    // A format 1 body labelled format 2 is no format 2 commit (format 2 has no `files`).
+    refuse(canonicalJson({ ...body, format: 'provcat.commit/2' }), /unknown field "files"/);
     refuse(canonicalJson({ ...body, files: [...body.files].reverse() }), /sorted/);
     refuse(
       canonicalJson({ ...body, files: [{ key: 'other/x', versionId: 'v', size: 1 }] }),
@@ -204,7 +210,8 @@ describe('loadCommit, the cache and offline mode', () => {
     const cache = cacheDir();
     const reader = mem({ backend, cache });
     expect((await loadCommit(reader, B, id)).id).toBe(id);
-    expect(reader.calls._get).toBe(1);
+    // The commit object and its one page (provcat.commit/2).
+    expect(reader.calls._get).toBe(2);
     reader.resetCalls();
     await loadCommit(reader, B, id);
     expect(reader.totalCalls).toBe(0);
