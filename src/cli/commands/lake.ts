@@ -187,6 +187,44 @@ const uploadCommand: Command = {
   },
 };
 
+/**
+ * `cat`'s output, for the managed `cat` and for `cat URI` (read.ts): what `deliver` writes,
+ * to stdout — a reader that goes away ends it with {@link EXIT_OUTPUT_CLOSED} — or to the file
+ * `output`, written the way the cache writes a download (FileSink: the chunks as they come, an
+ * early fdatasync every 64 MiB so the final fsync finds little left) and renamed over the target
+ * only then (src/core/output-file.ts says which targets are refused). Returns the exit status.
+ */
+export async function catOutput(
+  ctx: CliContext,
+  output: unknown,
+  deliver: (sink: BodySink) => Promise<void>,
+): Promise<number> {
+  if (typeof output !== 'string' || isStdout(output)) {
+    const sink = new WritableSink(ctx.stdout).attach();
+    try {
+      await deliver(sink);
+    } catch (error) {
+      if (!sink.outputClosed) throw error;
+      debug('cat: stdout closed after %d bytes: %o', sink.written, error);
+      return EXIT_OUTPUT_CLOSED;
+    } finally {
+      sink.detach();
+    }
+    return 0;
+  }
+  await writeOutputFile(output, async (fd) => {
+    const sink = new FileSink(fd);
+    try {
+      await deliver(sink);
+      await sink.finish();
+    } catch (error) {
+      await sink.settle();
+      throw error;
+    }
+  });
+  return 0;
+}
+
 const catCommand: Command = {
   name: 'cat',
   summary: 'write the verified bytes of a managed object (or a byte range) to stdout or a file',
@@ -216,34 +254,7 @@ const catCommand: Command = {
         const stream = await stage.openRange(location, range.start, range.end, { signal });
         return streamToSink(stream)(sink);
       };
-      if (typeof output !== 'string' || isStdout(output)) {
-        const sink = new WritableSink(ctx.stdout).attach();
-        try {
-          await deliver(sink);
-        } catch (error) {
-          if (!sink.outputClosed) throw error;
-          debug('cat: stdout closed after %d bytes: %o', sink.written, error);
-          return EXIT_OUTPUT_CLOSED;
-        } finally {
-          sink.detach();
-        }
-        return 0;
-      }
-      // Written the way the cache writes a download (FileSink): the chunks as they come (a whole
-      // object straight from the S3 driver's reused read buffers, through readTo), an early
-      // fdatasync every 64 MiB so the final fsync finds little left; src/core/output-file.ts
-      // renames it over the target only then (see there for which targets are refused).
-      await writeOutputFile(output, async (fd) => {
-        const sink = new FileSink(fd);
-        try {
-          await deliver(sink);
-          await sink.finish();
-        } catch (error) {
-          await sink.settle();
-          throw error;
-        }
-      });
-      return 0;
+      return await catOutput(ctx, output, deliver);
     } finally {
       cancel.dispose();
     }

@@ -9,18 +9,14 @@
  *
  * @module
  */
-import { debuglog } from 'node:util';
 import type { BodySink } from '../../contract/primitives.js';
 import { UriError } from '../../core/errors.js';
-import { checkOutputTarget, isStdout, writeOutputFile } from '../../core/output-file.js';
+import { checkOutputTarget, isStdout } from '../../core/output-file.js';
 import { Uri } from '../../core/uri.js';
 import { streamToSink } from '../../lake/reads.js';
-import { FileSink } from '../../net/file-sink.js';
 import { storeFor } from '../../store/registry.js';
 import { type CliArgs, type CliContext, type Command, cancelOnSignal } from '../command.js';
-import { EXIT_OUTPUT_CLOSED, lakeCommands, rangeArg, WritableSink } from './lake.js';
-
-const debug = debuglog('provcat:cli');
+import { catOutput, lakeCommands, rangeArg } from './lake.js';
 
 /** True when the argument is a URI (`scheme://…`) rather than a managed object's LOCATION. */
 export function isFileUri(text: string): boolean {
@@ -47,30 +43,7 @@ export async function catFile(args: CliArgs, ctx: CliContext): Promise<number> {
     const signal = cancel.signal;
     const deliver = async (sink: BodySink): Promise<void> =>
       streamToSink(await store.openRead(u, { range, signal }))(sink);
-    if (typeof output !== 'string' || isStdout(output)) {
-      const sink = new WritableSink(ctx.stdout).attach();
-      try {
-        await deliver(sink);
-      } catch (error) {
-        if (!sink.outputClosed) throw error;
-        debug('cat: stdout closed after %d bytes: %o', sink.written, error);
-        return EXIT_OUTPUT_CLOSED;
-      } finally {
-        sink.detach();
-      }
-      return 0;
-    }
-    await writeOutputFile(output, async (fd) => {
-      const sink = new FileSink(fd);
-      try {
-        await deliver(sink);
-        await sink.finish();
-      } catch (error) {
-        await sink.settle();
-        throw error;
-      }
-    });
-    return 0;
+    return await catOutput(ctx, output, deliver);
   } finally {
     cancel.dispose();
   }
