@@ -11,11 +11,11 @@
  *
  * @module
  */
-import { readFile, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../cache/context.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
-import { writeFileAtomic } from '../core/fs-atomic.js';
+import { readIfExists, writeFileAtomic } from '../core/fs-atomic.js';
 import type { Uri } from '../core/uri.js';
 import { isNotFound, readSmall } from '../logs/small-objects.js';
 import {
@@ -38,15 +38,6 @@ export const MAX_COMMIT_BYTES = 256 * 1024 * 1024;
 /** Options of {@link loadCommit}. */
 export interface LoadCommitOptions {
   signal?: AbortSignal | undefined;
-}
-
-async function readCached(path: string): Promise<Buffer | undefined> {
-  try {
-    return await readFile(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
 }
 
 /**
@@ -108,7 +99,7 @@ async function loadObject(
   const path = store.cache.commitPath(store.scheme, bucket, id);
   const where = `${store.scheme}://${bucket}/${commitKey(id)}`;
   let cacheProblem: ObjectIntegrityError | undefined;
-  const cached = await readCached(path);
+  const cached = await readIfExists(path);
   if (cached !== undefined) {
     if (sha256Hex(cached) === id) return parseCommitObject(cached, id, bucket);
     cacheProblem = new ObjectIntegrityError(

@@ -20,7 +20,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readlinkSync } from 'node:fs';
-import { lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { sha256Hex } from './digest.js';
@@ -194,4 +194,14 @@ export async function writeFileAtomic(target: string, data: string | Uint8Array)
     throw error;
   }
   await fsyncDir(path.dirname(target));
+}
+
+/** The bytes of `file`, or `undefined` when there is none (any other failure throws). */
+export async function readIfExists(file: string): Promise<Buffer | undefined> {
+  try {
+    return await readFile(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
 }

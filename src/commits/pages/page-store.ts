@@ -9,12 +9,12 @@
  *
  * @module
  */
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../../cache/context.js';
 import { ObjectIntegrityError, OfflineMiss, StoreError } from '../../core/errors.js';
-import { tempPathFor } from '../../core/fs-atomic.js';
+import { readIfExists, tempPathFor } from '../../core/fs-atomic.js';
 import { isNotFound, readSmall } from '../../logs/small-objects.js';
 import { sha256Hex } from '../format.js';
 import {
@@ -35,15 +35,6 @@ const MEMO_PAGES = 128;
 export function pagePath(store: CachedStoreContext, bucket: string, hash: string): string {
   const commits = dirname(store.cache.commitPath(store.scheme, bucket, hash));
   return join(commits, 'pages', hash);
-}
-
-async function readCached(path: string): Promise<Buffer | undefined> {
-  try {
-    return await readFile(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
 }
 
 /**
@@ -117,7 +108,7 @@ export class PageReader {
     const path = pagePath(this.store, this.bucket, hash);
     this.reads++;
     let cacheProblem: ObjectIntegrityError | undefined;
-    const cached = await readCached(path);
+    const cached = await readIfExists(path);
     if (cached !== undefined) {
       if (sha256Hex(cached) === hash) return this.check(cached, hash, height, expect);
       cacheProblem = new ObjectIntegrityError(
