@@ -147,6 +147,9 @@ export function checkFolderKeys(
   if (rules.disk !== false) checkDiskNames(rels, folder);
 }
 
+/** Fingerprints in one chunk of {@link FolderKeyStream} (8 KiB). */
+const CHUNK = 1024;
+
 /** What {@link FolderKeyStream.finish} found when it refused nothing. */
 export type FolderKeyVerdict = 'ok' | 'recheck';
 
@@ -189,8 +192,11 @@ export class FolderKeyStream {
   readonly #rules: FolderKeyRules;
   /** The earlier names that are prefixes of the last one, shortest first. */
   readonly #open: string[] = [];
-  #prints = new Uint32Array(2048);
-  #count = 0;
+  /** The fingerprints, in 256 buckets by their top byte, each a list of full chunks and one open. */
+  readonly #buckets: Uint32Array[][] = Array.from({ length: 256 }, () => []);
+  /** Fingerprints in each bucket's last chunk. */
+  readonly #fill = new Int32Array(256).fill(CHUNK);
+  readonly #print = new Uint32Array(2);
   #last: string | undefined;
   #nameError: UriError | undefined;
   #diskError: StoreError | undefined;
@@ -220,13 +226,18 @@ export class FolderKeyStream {
       }
     }
     open.push(rel);
-    if (2 * this.#count + 2 > this.#prints.length) {
-      const grown = new Uint32Array(this.#prints.length * 2);
-      grown.set(this.#prints);
-      this.#prints = grown;
+    const print = this.#print;
+    fingerprint(foldName(rel), print, 0);
+    // Chunks of one size, never copied: no grown array's slack or copy at millions of names.
+    const b = (print[1] as number) >>> 24;
+    const chunks = this.#buckets[b] as Uint32Array[];
+    if (this.#fill[b] === CHUNK) {
+      chunks.push(new Uint32Array(2 * CHUNK));
+      this.#fill[b] = 0;
     }
-    fingerprint(foldName(rel), this.#prints, 2 * this.#count);
-    this.#count++;
+    const at = this.#fill[b] as number;
+    (chunks[chunks.length - 1] as Uint32Array).set(print, 2 * at);
+    this.#fill[b] = at + 1;
   }
 
   /**
@@ -236,9 +247,24 @@ export class FolderKeyStream {
   finish(): FolderKeyVerdict {
     if (this.#nameError) throw this.#nameError;
     if (this.#rules.disk === false) return 'ok';
-    const prints = new BigUint64Array(this.#prints.buffer, 0, this.#count).sort();
-    for (let i = 1; i < prints.length; i++) {
-      if (prints[i - 1] === prints[i]) return 'recheck';
+    // Equal fingerprints share a bucket: each bucket is sorted on its own.
+    for (let b = 0; b < 256; b++) {
+      const chunks = this.#buckets[b] as Uint32Array[];
+      if (chunks.length === 0) continue;
+      const n = (chunks.length - 1) * CHUNK + (this.#fill[b] as number);
+      const prints = new BigUint64Array(n);
+      const words = new Uint32Array(prints.buffer);
+      chunks.forEach((chunk, i) => {
+        words.set(
+          i < chunks.length - 1 ? chunk : chunk.subarray(0, 2 * (n - i * CHUNK)),
+          2 * i * CHUNK,
+        );
+      });
+      chunks.length = 0;
+      prints.sort();
+      for (let i = 1; i < n; i++) {
+        if (prints[i - 1] === prints[i]) return 'recheck';
+      }
     }
     if (this.#diskError) throw this.#diskError;
     return 'ok';

@@ -103,6 +103,15 @@ describe('FolderKeyStream', () => {
     expect(streamed(rels)).toBe('ok');
   });
 
+  it('finds a case clash of the first and the last name among 300,000', () => {
+    const many = Array.from({ length: 300_000 }, (_, i) => `e/f${i}`);
+    expect(streamed(sorted(many))).toBe('ok');
+    const rels = sorted(['Zz', ...many, 'zz']);
+    expect(rels[0]).toBe('Zz');
+    expect(rels[rels.length - 1]).toBe('zz');
+    expect(streamed(rels)).toBe('recheck');
+  });
+
   it('refuses names added out of key order', () => {
     const s = new FolderKeyStream(where);
     s.add('b');
