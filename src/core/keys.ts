@@ -171,7 +171,7 @@ function fingerprint(s: string, out: Uint32Array, at: number): void {
 /**
  * {@link checkFolderKeys} on names that arrive one at a time in key order (the UTF-8 byte order
  * of {@link compareUtf8}, as a listing gives them), without keeping the names: a commit of
- * millions of files checks its folder in bounded memory.
+ * millions of files checks its folder in 8 bytes a name instead of the names themselves.
  *
  * How: rules 1 and 2 look at one name. "Both a file and a folder" needs only the names still
  * open as folders of the current one: in key order every name under `a/` follows `a` in one run,
@@ -184,8 +184,8 @@ function fingerprint(s: string, out: Uint32Array, at: number): void {
  *
  * Guarantees: for names added in key order, `finish` throws exactly the error (class and
  * message) {@link checkFolderKeys} throws on the same list, or answers `'ok'` where it accepts
- * it, or `'recheck'`. Memory: 8 bytes per name plus the stack. `add` out of key order is a
- * programming error (`Error`).
+ * it, or `'recheck'`. Memory: 8 bytes per name, at most 2 MiB of open chunks, and the stack.
+ * `finish` is called once. `add` out of key order is a programming error (`Error`).
  */
 export class FolderKeyStream {
   readonly #folder: Uri;
