@@ -17,7 +17,7 @@ import { debuglog } from 'node:util';
 import type { VersionRecord } from '../contract/primitives.js';
 import type { StoreContext } from '../contract/store-context.js';
 import { StoreError } from '../core/errors.js';
-import { checkFolderKeys } from '../core/keys.js';
+import { checkFolderKeys, FolderKeyStream } from '../core/keys.js';
 import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import { Uri } from '../core/uri.js';
 import { type CommitFile, compareUtf8, isMetaKey } from './format.js';
@@ -131,7 +131,10 @@ export async function snapshotFolder(
   return files;
 }
 
-/** A listing that turned out not to be in key order: the streaming snapshot falls back. */
+/**
+ * A listing that turned out not to be in key order, or a folder where two names may fold to one
+ * (the exact refusal needs every name): the streaming snapshot falls back to the in-memory one.
+ */
 class OutOfOrder extends Error {}
 
 /** The digest of one version record, as {@link sameListing} compares them. */
@@ -143,11 +146,13 @@ function feed(hash: ReturnType<typeof createHash>, r: VersionRecord): void {
 /**
  * The snapshot of {@link snapshotFolder}, streamed: `consume` gets the current files in key
  * order while the second listing of each pair is read, and its result is returned once that
- * pair proved equal. Memory holds no listing: the first listing of a pair is kept as a digest
- * (and its relative key names, for the rule of `checkFolderKeys`, checked before `consume` is
- * called), the second is streamed. A `consume` of a pair that differed is discarded (what it
- * wrote must be harmless: content-addressed pages). A store that lists out of key order gets
- * the in-memory snapshot instead. Same refusals as {@link snapshotFolder}.
+ * pair proved equal. Memory holds no listing and no key names: the first listing of a pair is
+ * kept as a digest, and its names pass the rule of `checkFolderKeys` as they stream by
+ * (src/core/keys.ts `FolderKeyStream`: 8 bytes a file), before `consume` is called; the second
+ * is streamed. A `consume` of a pair that differed is discarded (what it wrote must be harmless:
+ * content-addressed pages). A store that lists out of key order, or a folder where two names may
+ * be one on a case-insensitive disk, gets the in-memory snapshot instead (which names the clash).
+ * Same refusals, with the same messages, as {@link snapshotFolder}.
  */
 export async function snapshotStream<T>(
   store: StoreContext,
@@ -165,25 +170,25 @@ export async function snapshotStream<T>(
     for (let attempt = 0; attempt < attempts; attempt++) {
       if (attempt > 0) await sleep(backoffMs(attempt, Math.random, LISTING_BACKOFF), signal);
       const first = createHash('sha256');
-      const rels: string[] = [];
+      const names = new FolderKeyStream(where);
+      let twice: string | undefined;
       let previous: string | undefined;
+      let previousFile: string | undefined;
       for await (const r of store._history(bucket, folder, { signal })) {
         if (!inFolder(r)) continue;
         if (previous !== undefined && compareUtf8(previous, r.key) > 0) throw new OutOfOrder();
         previous = r.key;
         feed(first, r);
-        if (isFile(r)) rels.push(r.key.slice(folder.length));
+        if (!isFile(r)) continue;
+        if (r.key === previousFile) twice ??= r.key;
+        previousFile = r.key;
+        names.add(r.key.slice(folder.length));
       }
-      for (let i = 1; i < rels.length; i++) {
-        if (rels[i - 1] === rels[i]) {
-          throw new StoreError(
-            `${store.driver} listed two current versions of ${folder}${rels[i]}`,
-          );
-        }
+      if (twice !== undefined) {
+        throw new StoreError(`${store.driver} listed two current versions of ${twice}`);
       }
       // A folder no fetch could hold is no commit: refused before anything is written.
-      checkFolderKeys(where, rels);
-      rels.length = 0;
+      if (names.finish() === 'recheck') throw new OutOfOrder();
       const second = createHash('sha256');
       const files = async function* (): AsyncGenerator<CommitFile> {
         let last: string | undefined;
@@ -204,7 +209,7 @@ export async function snapshotStream<T>(
     }
   } catch (error) {
     if (!(error instanceof OutOfOrder)) throw error;
-    debug('%s lists %s out of key order: snapshot in memory', store.driver, where);
+    debug('%s: listed out of key order or names to recheck: snapshot in memory', where);
     const listed = await snapshotFolder(store, bucket, folder, options);
     return consume(
       (async function* () {
