@@ -146,7 +146,8 @@ function parseSize(value: unknown, where: string): number {
         : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
     throw new InventoryError(
-      `${where}: size ${JSON.stringify(value)} is not a non-negative integer`,
+      // A BigInt (Parquet's INT64) has no JSON: named as its digits.
+      `${where}: size ${typeof value === 'bigint' ? value : JSON.stringify(value)} is not a non-negative integer`,
     );
   }
   return n;
