@@ -5,7 +5,9 @@
 //
 //   npm run build && node bench/gc-plan.mjs [--entries 1000000] [--referenced 100000]
 //                                                [--format csv|jsonl|parquet|candidates] [--keep]
+//                                                [--node-flags=--max-old-space-size=96]
 //
+// `--node-flags`: V8/Node flags for the timed CLI process (space-separated), e.g. a heap bound.
 // `parquet`: the inventory as S3 Inventory's Parquet (row groups of 100,000 rows, raw keys).
 // `candidates`: an engine's anti-join output as Parquet (the unreferenced rows only, bound to the
 // keep-set's fingerprint), planned with `--candidates` and `--older-than 0s`: every candidate is
@@ -36,6 +38,7 @@ const { values: opt } = parseArgs({
     referenced: { type: 'string', default: '100000' },
     format: { type: 'string', default: 'csv' },
     keep: { type: 'boolean', default: false },
+    'node-flags': { type: 'string', default: '' },
   },
 });
 const entries = Number(opt.entries);
@@ -138,6 +141,7 @@ const r = spawnSync(
     '-f',
     '%e %U %S %M',
     process.execPath,
+    ...opt['node-flags'].split(' ').filter((f) => f !== ''),
     CLI,
     'gc',
     'plan',
@@ -167,6 +171,7 @@ console.log(
       entries,
       referenced,
       format: opt.format,
+      nodeFlags: opt['node-flags'],
       inventoryMiB: +(inventoryBytes / 2 ** 20).toFixed(1),
       refsWriteSeconds: refsSeconds,
       planSeconds: seconds,

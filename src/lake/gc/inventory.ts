@@ -28,7 +28,7 @@ import { createGunzip } from 'node:zlib';
 import type { ReadOptions } from '../stage-contract.js';
 import { CsvParser } from './csv.js';
 import { InventoryError } from './errors.js';
-import { readParquetRows } from './parquet.js';
+import { readParquetGroups } from './parquet.js';
 
 /** One object of an inventory, by its full key (bucket- or root-relative). */
 export interface InventoryRow {
@@ -146,7 +146,8 @@ function parseSize(value: unknown, where: string): number {
         : value;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
     throw new InventoryError(
-      `${where}: size ${JSON.stringify(value)} is not a non-negative integer`,
+      // A BigInt (Parquet's INT64) has no JSON: named as its digits.
+      `${where}: size ${typeof value === 'bigint' ? value : JSON.stringify(value)} is not a non-negative integer`,
     );
   }
   return n;
@@ -271,32 +272,34 @@ export async function* readInventoryFile(
   const aliases = options.aliases ?? {};
   const container = options.containerInKey === true;
   if (format === 'parquet') {
-    let columns: Map<Column, number> | undefined;
-    let names: readonly string[] = [];
-    let rowNumber = 0;
-    const rows = readParquetRows(
+    // Column -> its place among the columns read (the order `select` returned them in).
+    const at = new Map<Column, number>();
+    const groups = readParquetGroups(
       file,
       (all) => {
-        columns = columnsOf(all, file, aliases);
-        names = all;
+        const columns = columnsOf(all, file, aliases);
+        for (const column of columns.keys()) at.set(column, at.size);
         return [...columns.values()].map((i) => all[i] as string);
       },
       options.signal,
     );
-    for await (const row of rows) {
-      rowNumber += 1;
-      options.onRow?.();
-      const cols = columns as Map<Column, number>;
-      const out = rowOf(
-        (c) => {
-          const i = cols.get(c);
-          return i === undefined ? undefined : row[names[i] as string];
-        },
-        encoding,
-        `${file} row ${rowNumber}`,
-        container,
-      );
-      if (out) yield out;
+    for await (const group of groups) {
+      const data: Array<ArrayLike<unknown> | undefined> = [];
+      let index = 0;
+      // One getter per group, not a closure per row.
+      const get = (c: Column) => {
+        const n = at.get(c);
+        return n === undefined ? undefined : (data[n] as ArrayLike<unknown>)[index];
+      };
+      for (const column of group.columns) data.push(column);
+      for (; index < group.rows; index++) {
+        options.onRow?.();
+        const out = rowOf(get, encoding, `${file} row ${group.rowStart + index + 1}`, container);
+        if (out) yield out;
+      }
+      // Not held while the next group decodes (the loop's variable still names this one).
+      data.length = 0;
+      group.columns.length = 0;
     }
     return;
   }
