@@ -4,7 +4,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { NotFound, OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { type ConformanceTarget, randomPrefix } from './target.js';
-import { tempCache } from './temp-cache.js';
+import { seededStore, tempCache } from './temp-cache.js';
 
 /** The primitives a store may call; offline tests make each of them fail. */
 export const PRIMITIVES = [
@@ -85,14 +85,7 @@ export function watchGets(store: ObjectStore): { readonly most: number; readonly
 /** The cache and fetch: folder refetch from one listing, offline mode, pins, hostile names. */
 export function fetchSuite(target: ConformanceTarget): void {
   describe('fetch and the cache', () => {
-    const setup = async (files: Record<string, string>) => {
-      const cache = tempCache();
-      const store = target.store({ cache });
-      const p = randomPrefix();
-      const url = (rel: string) => `${store.scheme}://${target.bucket}/${p}${rel}`;
-      for (const [k, v] of Object.entries(files)) await store.put(url(k), Buffer.from(v));
-      return { cache, store, p, url };
-    };
+    const setup = (files: Record<string, string>) => seededStore(target, files);
 
     it('fetches a folder, refetches nothing unchanged from one listing, then exactly what changed', async () => {
       const files = { 'a.txt': 'A', 'b.txt': 'B', 'sub/c.txt': 'C', 'sub/d/e.txt': 'E' };

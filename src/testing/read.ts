@@ -17,8 +17,8 @@ import { InvalidRange } from '../lake/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { forbidPrimitives, readTree } from './fetch.js';
 import { rejection } from './rejection.js';
-import { type ConformanceTarget, randomPrefix } from './target.js';
-import { tempCache } from './temp-cache.js';
+import type { ConformanceTarget } from './target.js';
+import { seededStore, tempCache } from './temp-cache.js';
 
 const CSV = 'city,temp\noslo,3\nlima,19\nperth,24\n';
 
@@ -54,14 +54,7 @@ function watchRanged(store: ObjectStore) {
 /** Register the read API's part of the conformance suite. */
 export function readSuite(target: ConformanceTarget): void {
   describe('read API (read, readText, openRead, exists, fetch --to)', () => {
-    const setup = async (files: Record<string, string>) => {
-      const cache = tempCache();
-      const store = target.store({ cache });
-      const p = randomPrefix();
-      const url = (rel: string) => `${store.scheme}://${target.bucket}/${p}${rel}`;
-      for (const [k, v] of Object.entries(files)) await store.put(url(k), Buffer.from(v));
-      return { cache, store, p, url };
-    };
+    const setup = (files: Record<string, string>) => seededStore(target, files);
 
     it('reads a file whole, as text, as a stream and by range; exists; a folder is refused', async () => {
       const { store, url } = await setup({ 'data/a.csv': CSV, 'data/sub/b.txt': 'b' });
