@@ -1,11 +1,16 @@
 // `gc apply --shard I/N`: apply throughput with 1 shard and with N shards at once (separate
-// processes, as on separate machines), on a local stage. Runs alone; nothing to start.
+// processes, as on separate machines), on a local stage, or with `--s3 BUCKET` on an S3 stage
+// (a new prefix of an existing bucket; the endpoint and keys from the AWS environment, e.g. the
+// dev Ceph: AWS_ENDPOINT_URL=http://127.0.0.1:7480 AWS_ACCESS_KEY_ID=AKIDTEST
+// AWS_SECRET_ACCESS_KEY=SECRETTEST AWS_REGION=us-east-1). Runs alone.
 //
 //   npm run build && node bench/gc-shards.mjs [--objects 20000] [--shards 4] [--page-size 500]
+//                                             [--s3 BUCKET] [--concurrency N]
 //
-// Each round writes the objects (1 KiB each, not timed), plans them (`--older-than 0s`, not
-// timed), then times the apply: one process for the whole plan, then N processes for shards
-// 1/N … N/N started together. Reported: wall seconds and objects deleted per second.
+// Each round writes the objects (1 KiB each, not timed; on S3 with the raw SDK, 64 at once),
+// plans them (`--older-than 0s`, not timed), then times the apply: one process for the whole
+// plan, then N processes for shards 1/N … N/N started together. Reported: wall seconds and
+// objects deleted per second. `--concurrency` is passed to each `gc apply` (its deletes in flight).
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os, { tmpdir } from 'node:os';
@@ -23,23 +28,72 @@ const { values: opt } = parseArgs({
     objects: { type: 'string', default: '20000' },
     shards: { type: 'string', default: '4' },
     'page-size': { type: 'string', default: '500' },
+    s3: { type: 'string' },
+    concurrency: { type: 'string' },
   },
 });
 const objects = Number(opt.objects);
 const shards = Number(opt.shards);
 const dir = await mkdtemp(path.join(tmpdir(), 'gc-shards-bench-'));
 const root = path.join(dir, 'stage');
-const stageString = `file://${root}/`;
-const stage = stageFromDescriptor({ version: 1, kind: 'local', root });
-await stage.addReferences('bench', [stage.uriOf('kept/one.bin')]);
 const env = { ...process.env, NODE_NO_WARNINGS: '1' };
+const bucket = opt.s3;
+const s3 = bucket ? await s3Seeder(bucket) : null;
+
+/** Raw-SDK puts of the round's objects straight to the bucket (not through provcat). */
+async function s3Seeder(name) {
+  const { S3Client, PutObjectCommand } = await import('@aws-sdk/client-s3');
+  const client = new S3Client({
+    forcePathStyle: true,
+    region: process.env.AWS_REGION ?? 'us-east-1',
+  });
+  return {
+    client,
+    async seed(prefix) {
+      const body = Buffer.alloc(1024);
+      let next = 0;
+      const one = async () => {
+        for (let i = next++; i < objects; i = next++) {
+          const hex = i.toString(16).padStart(6, '0');
+          const Key = `${prefix}/${hex.slice(0, 2)}/${hex}.bin`;
+          await client.send(new PutObjectCommand({ Bucket: name, Key, Body: body }));
+        }
+      };
+      await Promise.all(Array.from({ length: 64 }, one));
+    },
+  };
+}
 
 async function round(name) {
-  for (let i = 0; i < objects; i++) {
-    const hex = i.toString(16).padStart(6, '0');
-    const f = path.join(root, hex.slice(0, 2), `${hex}.bin`);
-    await mkdir(path.dirname(f), { recursive: true });
-    await writeFile(f, Buffer.alloc(1024));
+  let stageString;
+  if (s3) {
+    const prefix = `gc-shards-${process.pid}-${name}`;
+    stageString = `s3://${bucket}/${prefix}/`;
+    const stage = stageFromDescriptor(
+      {
+        version: 1,
+        kind: 's3',
+        bucket,
+        prefix,
+        region: process.env.AWS_REGION ?? 'us-east-1',
+        endpoint: process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL,
+        forcePathStyle: true,
+      },
+      { client: s3.client },
+    );
+    await stage.addReferences('bench', [stage.uriOf('kept/one.bin')]);
+    await s3.seed(prefix);
+  } else {
+    const top = path.join(root, name);
+    stageString = `file://${top}/`;
+    const stage = stageFromDescriptor({ version: 1, kind: 'local', root: top });
+    await stage.addReferences('bench', [stage.uriOf('kept/one.bin')]);
+    for (let i = 0; i < objects; i++) {
+      const hex = i.toString(16).padStart(6, '0');
+      const f = path.join(top, hex.slice(0, 2), `${hex}.bin`);
+      await mkdir(path.dirname(f), { recursive: true });
+      await writeFile(f, Buffer.alloc(1024));
+    }
   }
   await new Promise((r) => setTimeout(r, 50));
   const plan = path.join(dir, `plan-${name}`);
@@ -62,12 +116,13 @@ async function round(name) {
     { encoding: 'utf8', env },
   );
   if (p.status !== 0) throw new Error(p.stderr);
-  return plan;
+  return { plan, stageString };
 }
 
-function apply(plan, shard) {
+function apply({ plan, stageString }, shard) {
   const args = [CLI, 'gc', 'apply', plan, '--stage', stageString, '--json'];
   if (shard) args.push('--shard', shard);
+  if (opt.concurrency) args.push('--concurrency', opt.concurrency);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -103,6 +158,7 @@ const results = [];
 console.log(
   JSON.stringify(
     {
+      stage: bucket ? `s3://${bucket}/` : 'local',
       objects,
       pageSize: Number(opt['page-size']),
       results,
