@@ -21,6 +21,7 @@
  */
 import module from 'node:module';
 import v8 from 'node:v8';
+import { commandWords } from './command-words.js';
 
 // provcat pins an SDK release that supports this Node; its "future releases will need Node 22"
 // notice is not something a CLI user can act on, so it stays out of their stderr.
@@ -35,19 +36,16 @@ if (!given.includes('--interrupt-budget')) {
 
 /**
  * How far V8 lets the heap grow past what survived the last full collection, for `gc` commands,
- * in percent. V8's own factor is dynamic, up to 4×: a `gc plan` over a million-row Parquet
- * inventory whose live set never passes ~60 MiB peaked at 230–430 MiB of RSS, run to run. With
- * 25 % it peaks at 160–180 MiB at the same CPU (docs/performance.md, "Garbage collection past one
- * machine"). A factor is not a ceiling: a plan whose live set is larger (a keep-set of millions
- * of entries) gets the heap it needs instead of dying at a fixed `--max-old-space-size`. The
- * flag is read at every collection, so setting it here, before any work, is in time. A value
- * given in `NODE_OPTIONS` or on node's command line is left alone.
+ * in percent. V8's own factor is dynamic, up to 4×, and took a `gc plan` whose live set stays
+ * small to more than twice the 256 MiB target; at 25 % it stays well within it at the same CPU
+ * (docs/performance.md, "Garbage collection past one machine"). A factor is not a ceiling: a
+ * plan whose live set is larger (a keep-set of millions of entries) gets the heap it needs
+ * instead of dying at a fixed `--max-old-space-size`. The flag is read at every collection, so
+ * setting it here, before any work, is in time. A value given in `NODE_OPTIONS` or on node's
+ * command line is left alone.
  */
 const GC_HEAP_GROWING_PERCENT = 25;
-const command = process.argv
-  .slice(2)
-  .find((a, i, all) => !a.startsWith('-') && all[i - 1] !== '--profile');
-if (command === 'gc' && !given.includes('--heap-growing-percent')) {
+if (commandWords(process.argv.slice(2))[0] === 'gc' && !given.includes('--heap-growing-percent')) {
   v8.setFlagsFromString(`--heap-growing-percent=${GC_HEAP_GROWING_PERCENT}`);
 }
 

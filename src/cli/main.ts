@@ -7,11 +7,13 @@
  *
  * @module
  */
+
 import { readFileSync } from 'node:fs';
 import { debuglog, parseArgs } from 'node:util';
 import { exitCodeOf } from '../core/errors.js';
 import { offlineFromEnv } from '../store/store.js';
 import { type CliArgs, type CliContext, type Command, UsageError } from './command.js';
+import { commandWords } from './command-words.js';
 import { coreCommands } from './commands/files.js';
 import { progressBar } from './progress.js';
 
@@ -102,8 +104,7 @@ export async function main(
     if (io.env.PROVCAT_DEBUG && error instanceof Error) io.stderr.write(`${error.stack}\n`);
     return error instanceof UsageError ? 2 : exitCodeOf(error);
   };
-  // The command's words: not options, nor the value of a global `--profile NAME` before them.
-  const words = argv.filter((a, i) => !a.startsWith('-') && argv[i - 1] !== '--profile');
+  const words = commandWords(argv);
   if (argv.includes('--version')) {
     io.stdout.write(`${version()}\n`);
     return 0;
