@@ -25,7 +25,7 @@ import { open, readFile, stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import type { CachedStoreContext } from '../cache/context.js';
 import { blobIdentity, fetchUri } from '../cache/fetch.js';
-import { fileAt, loadCommit } from '../commits/read.js';
+import { commitCovers, openCommit } from '../commits/read.js';
 import type { ByteRange, GetResult, ObjectInfo } from '../contract/primitives.js';
 import { NotFound, ObjectIntegrityError, OfflineMiss, UriError } from '../core/errors.js';
 import type { Uri } from '../core/uri.js';
@@ -169,8 +169,10 @@ async function targetOf(
 ): Promise<Target> {
   const { bucket, key } = store.locate(u);
   if (u.at?.kind === 'commit') {
-    const commit = await loadCommit(store, bucket, u.at.id, { signal });
-    const f = fileAt(commit, key);
+    // The commit object and the pages on the key's path only: a read of one file of a
+    // 1,000,000-file commit reads O(log N) pages, never the whole manifest.
+    const tree = await openCommit(store, bucket, u.at.id, { signal });
+    const f = commitCovers(tree.head, u) ? await tree.fileAt(key) : undefined;
     if (!f) throw new NotFound(`no file ${u} in commit ${u.at.id}`, { uri: u.toString() });
     return { bucket, key, size: f.size, versionId: f.versionId, etag: f.etag };
   }

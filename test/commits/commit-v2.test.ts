@@ -281,6 +281,11 @@ describe('provcat.commit/2 on the store', () => {
     expect((await fresh.stat(c2.join('d5/f00015.txt'))).size).toBe(1);
     // The commit object and one page per height.
     expect(fresh.calls._get).toBe(1 + height + 1);
+    // A read of a range of one file at the commit: the same pages, then one ranged GET.
+    const reader = mem({ backend });
+    const bytes = await reader.read(c2.join('d7/f00007.txt'), { range: { start: 1, end: 4 } });
+    expect(Buffer.from(bytes).toString()).toBe('han');
+    expect((reader.calls._get ?? 0) + (reader.calls._getVersion ?? 0)).toBe(1 + height + 1 + 1);
     const other = mem({ backend });
     const d = await other.diff(c1, c2);
     expect(d.changed.map((f) => f.path)).toEqual(['d7/f00007.txt']);
