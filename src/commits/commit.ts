@@ -74,6 +74,14 @@ export function checkMessage(message: unknown, where: string): void {
   }
 }
 
+/**
+ * What a committer knows of files beyond what the listing says: the SHA-256 of one exact version
+ * of a key (`commit --from`: src/folders/pushed-digests.ts), or `undefined`.
+ */
+export interface KnownDigests {
+  sha256Of(record: { key: string; versionId: string; size: number }): string | undefined;
+}
+
 /** What {@link sameBytes} compares of a commit's file record. */
 function factsOf(f: CommitFile): FileFacts {
   const sha256 = typeof f.sha256 === 'string' ? f.sha256 : undefined;
@@ -121,6 +129,7 @@ async function writePages(
   signal: AbortSignal | undefined,
   counts: PageWrites,
   where: string,
+  digests: KnownDigests | undefined,
 ): Promise<TreeRoot> {
   const done = new Set<string>();
   // Up to the store's concurrency of page writes in flight; the first failure fails the commit.
@@ -167,6 +176,8 @@ async function writePages(
   let n = 0;
   try {
     for await (const f of files) {
+      const sha256 = digests?.sha256Of(f);
+      if (sha256 !== undefined) f.sha256 = sha256;
       await builder.add(f);
       n++;
     }
@@ -242,12 +253,17 @@ async function writeContentAddressed(
  * parent (every file the same as the parent's by the rule `diff` uses, `sameBytes` in
  * src/contract/entry.ts; unless `allowEmpty`); `NotSupported` for a bucket without versions;
  * `OfflineMiss` offline. A file URI is taken as the folder of that name.
+ *
+ * `digests`: the SHA-256s the caller knows of exact versions (`commit --from`); each file record
+ * whose key, version ID and size one of them names records it as `sha256`, which every fetch at
+ * the commit then checks the bytes against.
  */
 export async function commitFolder(
   store: CachedStoreContext,
   uri: Uri | string,
   message: string,
   options: CommitOptions = {},
+  digests?: KnownDigests,
 ): Promise<Uri> {
   const { uri: folderUri, bucket, folder } = folderOf(store, uri, 'commit');
   const where = folderUri.toString();
@@ -274,7 +290,7 @@ export async function commitFolder(
       store,
       bucket,
       folder,
-      (files) => writePages(store, bucket, files, known, mode, signal, counts, where),
+      (files) => writePages(store, bucket, files, known, mode, signal, counts, where, digests),
       { signal },
     );
     const number = (parent?.head.number ?? 0) + 1;

@@ -3,6 +3,11 @@
  * push of src/folders/push.ts followed by the commit of src/commits/commit.ts, with what refuses
  * every commit checked before anything is sent.
  *
+ * The push knows each file's SHA-256 (it hashed the file, or its index holds the digest of the
+ * file's state) and the version that holds those bytes; the commit records it in each file
+ * record whose version and size are those (src/folders/pushed-digests.ts), so a fetch at the
+ * commit checks the bytes against the SHA-256 and not only against the ETag.
+ *
  * @module
  */
 import type { CommitOptions } from '../commits/commit.js';
@@ -10,6 +15,7 @@ import { checkConcurrency } from '../core/concurrency.js';
 import { NotCommitted } from '../core/errors.js';
 import { toUri, type Uri } from '../core/uri.js';
 import { type PushContext, type PushOptions, type PushResult, runPush } from './push.js';
+import { PushedDigests } from './pushed-digests.js';
 
 /** Options of {@link commitFrom}: the commit's and the push's (no dry run). */
 export interface CommitFromOptions extends CommitOptions, Omit<PushOptions, 'dryRun'> {}
@@ -46,7 +52,7 @@ export async function commitFrom(
   options: CommitFromOptions = {},
 ): Promise<CommitFromResult> {
   const { folderOf } = await import('../commits/log.js');
-  const { uri: folder, bucket } = folderOf(store, toUri(uri), 'commit');
+  const { uri: folder, bucket, folder: prefix } = folderOf(store, toUri(uri), 'commit');
   // What refuses every commit of this folder is refused before anything is pushed.
   const { checkMessage } = await import('../commits/commit.js');
   checkMessage(message, folder.toString());
@@ -56,14 +62,18 @@ export async function commitFrom(
     const { noCreateError } = await import('../logs/small-objects.js');
     throw noCreateError(store, bucket, `commit of ${folder}`);
   }
-  const { result: pushed, local } = await runPush(store, localDir, uri, {
-    ...options,
-    dryRun: false,
-  });
+  const digests = new PushedDigests(prefix);
+  const { result: pushed, local } = await runPush(
+    store,
+    localDir,
+    uri,
+    { ...options, dryRun: false },
+    digests,
+  );
   const { commitFolder } = await import('../commits/commit.js');
   let pinned: Uri;
   try {
-    pinned = await commitFolder(store, pushed.uri, message, options);
+    pinned = await commitFolder(store, pushed.uri, message, options, digests);
   } catch (cause) {
     const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
     throw new NotCommitted(

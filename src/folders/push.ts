@@ -75,6 +75,7 @@ import {
 } from './local-tree.js';
 import { ByteBudget, PushProgress } from './push-bookkeeping.js';
 import { PushIndex, wallNs } from './push-index.js';
+import type { DigestSink } from './pushed-digests.js';
 
 const debug = debuglog('provcat:push');
 
@@ -247,12 +248,17 @@ export async function pushFolder(
   return (await runPush(store, localDir, uri, options)).result;
 }
 
-/** {@link pushFolder}, also returning the local folder's paths (src/folders/commit-from.ts). */
+/**
+ * {@link pushFolder}, also returning the local folder's paths (src/folders/commit-from.ts), and
+ * telling `digests` the SHA-256 of every file it sent or found unchanged, with the version that
+ * holds it (src/folders/pushed-digests.ts; every file is then hashed or found in the push index).
+ */
 export async function runPush(
   store: PushContext,
   localDir: string,
   uri: Uri | string,
   options: PushOptions,
+  digests?: DigestSink,
 ): Promise<{ result: PushResult; local: ReadonlySet<string> }> {
   checkConcurrency(options.concurrency);
   const { folderOf } = await import('../commits/log.js');
@@ -289,6 +295,7 @@ export async function runPush(
     progress,
     options.contentType,
     index,
+    digests,
   );
   const uploads: PushAction[] = [];
   let skipped = 0;
@@ -352,6 +359,8 @@ class FilePusher {
   private readonly budget = new ByteBudget(MEMORY_BUDGET);
   private readonly wholeMax: number;
   private readonly recordSha: boolean;
+  /** The SHA-256 of every file is needed: to record with its object, or to tell `digests`. */
+  private readonly wantSha: boolean;
   constructor(
     private readonly store: PushContext,
     private readonly bucket: string,
@@ -360,9 +369,11 @@ class FilePusher {
     private readonly progress: PushProgress,
     private readonly contentType: string | undefined,
     private readonly index: PushIndex,
+    private readonly digests?: DigestSink | undefined,
   ) {
     this.wholeMax = Math.min(WHOLE_READ_MAX, store.uploads.multipartThreshold);
     this.recordSha = store.capabilities.sha256Metadata === true;
+    this.wantSha = this.recordSha || digests !== undefined;
   }
 
   /** Push one file: the bytes sent, or `undefined` when its object already held them. */
@@ -390,7 +401,7 @@ class FilePusher {
     const known = this.index.lookup(file.rel, stamp);
     if (known === undefined) return undefined;
     if (want.md5 && known.md5 === undefined) return undefined;
-    if ((want.sha256 || this.recordSha) && known.sha256 === undefined) return undefined;
+    if ((want.sha256 || this.wantSha) && known.sha256 === undefined) return undefined;
     return known;
   }
 
@@ -406,6 +417,7 @@ class FilePusher {
     const progress = this.progress.file();
     if (info !== undefined && this.index.lookup(file.rel, file.stamp) !== undefined) {
       let short = false;
+      let sha256: string | undefined;
       const same = await this.unchanged(
         file,
         info,
@@ -413,11 +425,13 @@ class FilePusher {
         async (want) => {
           const known = this.known(file, file.stamp, want);
           short ||= known === undefined;
+          sha256 = known?.sha256;
           return known ?? {};
         },
         signal,
       );
-      if (same && !short) {
+      if (same !== undefined && !short) {
+        this.digests?.learn(file.rel, same, sha256);
         progress.done(file.stamp.size);
         return undefined;
       }
@@ -430,18 +444,21 @@ class FilePusher {
       // Both digests, so the index serves any store's listing (MD5 ETags, SHA-256 records).
       const digests = digestsOf(bytes, { md5: true, sha256: true });
       this.index.record(file.rel, stamp, digests, started);
-      if (await this.unchanged(file, info, bytes.length, async () => digests, signal)) {
+      const same = await this.unchanged(file, info, bytes.length, async () => digests, signal);
+      if (same !== undefined) {
+        this.digests?.learn(file.rel, same, digests.sha256);
         progress.done(bytes.length);
         return undefined;
       }
       if (!this.dryRun) {
-        await this.store._put(this.bucket, this.prefix + file.rel, bytes, {
+        const put = await this.store._put(this.bucket, this.prefix + file.rel, bytes, {
           size: bytes.length,
           contentType: await contentTypeFor(file.rel, this.contentType),
           sha256: this.recordSha ? digests.sha256 : undefined,
           signal,
           onProgress: progress.onProgress,
         });
+        if (put.size === bytes.length) this.digests?.learn(file.rel, put, digests.sha256);
       }
       progress.done(bytes.length);
       return bytes.length;
@@ -466,7 +483,7 @@ class FilePusher {
         const known = this.known(file, before, want);
         if (known !== undefined) return Object.assign(digests, known);
         // One pass: the SHA-256 to record comes with the one to compare.
-        const more = { md5: want.md5, sha256: want.sha256 || this.recordSha };
+        const more = { md5: want.md5, sha256: want.sha256 || this.wantSha };
         hashedAt = wallNs();
         Object.assign(digests, await digestFile(file.path, more, signal));
         this.hashed++;
@@ -475,17 +492,19 @@ class FilePusher {
       const same = await this.unchanged(file, info, before.size, digest, signal);
       if (!sameStamp(before, await stampNow(file.path))) continue;
       if (hashedAt !== undefined) this.index.record(file.rel, before, digests, hashedAt);
-      if (same || this.dryRun) {
+      if (same !== undefined || this.dryRun) {
+        if (same !== undefined) this.digests?.learn(file.rel, same, digests.sha256);
         progress.done(before.size);
-        return same ? undefined : before.size;
+        return same !== undefined ? undefined : before.size;
       }
-      if (this.recordSha && digests.sha256 === undefined) {
+      if (this.wantSha && digests.sha256 === undefined) {
         await digest({ md5: false, sha256: true });
         if (!sameStamp(before, await stampNow(file.path))) continue;
         if (hashedAt !== undefined) this.index.record(file.rel, before, digests, hashedAt);
       }
+      let put: ObjectInfo;
       try {
-        await this.store._put(this.bucket, this.prefix + file.rel, file.path, {
+        put = await this.store._put(this.bucket, this.prefix + file.rel, file.path, {
           size: before.size,
           contentType: await contentTypeFor(file.rel, this.contentType),
           sha256: digests.sha256,
@@ -499,6 +518,7 @@ class FilePusher {
       // The engine compared the file with its state when it opened it; this compares it with
       // the state that was hashed.
       if (!sameStamp(before, await stampNow(file.path))) continue;
+      if (put.size === before.size) this.digests?.learn(file.rel, put, digests.sha256);
       progress.done(before.size);
       return before.size;
     }
@@ -509,9 +529,9 @@ class FilePusher {
   }
 
   /**
-   * True when a digest the listing states (or, when it states none, on a driver that records
-   * SHA-256s, one HEAD) proves the object holds the file's bytes; see the module comment.
-   * `digest` hashes the file on demand.
+   * The listing's entry (or, when it states no digest, on a driver that records SHA-256s, the
+   * HEAD's) when a digest it states proves the object holds the file's bytes, else `undefined`;
+   * see the module comment. `digest` hashes the file on demand.
    */
   private async unchanged(
     file: LocalFile,
@@ -519,30 +539,31 @@ class FilePusher {
     size: number,
     digest: (want: { md5: boolean; sha256: boolean }) => Promise<FileDigests>,
     signal: AbortSignal,
-  ): Promise<boolean> {
-    if (info === undefined || info.size !== size) return false;
+  ): Promise<ObjectInfo | undefined> {
+    const proved = (same: boolean, by: ObjectInfo) => (same ? by : undefined);
+    if (info === undefined || info.size !== size) return undefined;
     if (info.sha256 !== undefined) {
-      return (await digest({ md5: false, sha256: true })).sha256 === info.sha256;
+      return proved((await digest({ md5: false, sha256: true })).sha256 === info.sha256, info);
     }
     const md5 = statedMd5(info);
-    if (md5 !== undefined) return (await digest({ md5: true, sha256: false })).md5 === md5;
-    let recorded: string | undefined;
-    if (this.recordSha) {
-      let head: ObjectInfo;
-      try {
-        head = await this.store._head(this.bucket, this.prefix + file.rel, { signal });
-      } catch (error) {
-        if (error instanceof NotFound) return false;
-        throw error;
-      }
-      if (head.size !== size) return false;
-      recorded = head.sha256;
-      const headMd5 = recorded === undefined ? statedMd5(head) : undefined;
-      if (headMd5 !== undefined) {
-        return (await digest({ md5: true, sha256: false })).md5 === headMd5;
-      }
+    if (md5 !== undefined) {
+      return proved((await digest({ md5: true, sha256: false })).md5 === md5, info);
     }
-    if (recorded === undefined) return false;
-    return (await digest({ md5: false, sha256: true })).sha256 === recorded;
+    if (!this.recordSha) return undefined;
+    let head: ObjectInfo;
+    try {
+      head = await this.store._head(this.bucket, this.prefix + file.rel, { signal });
+    } catch (error) {
+      if (error instanceof NotFound) return undefined;
+      throw error;
+    }
+    if (head.size !== size) return undefined;
+    const recorded = head.sha256;
+    const headMd5 = recorded === undefined ? statedMd5(head) : undefined;
+    if (headMd5 !== undefined) {
+      return proved((await digest({ md5: true, sha256: false })).md5 === headMd5, head);
+    }
+    if (recorded === undefined) return undefined;
+    return proved((await digest({ md5: false, sha256: true })).sha256 === recorded, head);
   }
 }
