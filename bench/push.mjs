@@ -3,6 +3,7 @@
 // by /usr/bin/time (wall, user + system CPU), medians reported with the load average.
 //
 //   npm run build && node bench/push.mjs [--runs 3] [--cases P1,P2,P3,P4] [--small 1000] [--many 20000]
+//     [--baseline /path/to/other/dist/cli/provcat.cjs]   (adds that build's CLI to P2 and P3)
 //
 // P1  push 1,000 × 4 KiB to S3 (Ceph on 127.0.0.1:7480)  vs rclone copy --transfers 16 --checkers 16
 // P2  push 20,000 × 1 KiB into the embedded store        vs cp -r + sync -f
@@ -25,6 +26,7 @@ const { values: opt } = parseArgs({
     small: { type: 'string', default: '1000' },
     many: { type: 'string', default: '20000' },
     endpoint: { type: 'string', default: 'http://127.0.0.1:7480' },
+    baseline: { type: 'string' },
   },
 });
 const RUNS = Number(opt.runs);
@@ -117,6 +119,16 @@ function runCase(id, title, tools) {
 let n = 0;
 const fresh = (label) => path.join(work, `${label}-${n++}`);
 const node = (...args) => [process.execPath, BIN, ...args];
+/** The tool of another build's CLI (`--baseline`), or none. */
+const baseline = (name, argv) =>
+  opt.baseline === undefined
+    ? []
+    : [
+        {
+          name: `${name} (baseline)`,
+          ...argv((...args) => [process.execPath, opt.baseline, ...args]),
+        },
+      ];
 
 try {
   if (selected.has('P1')) {
@@ -151,6 +163,9 @@ try {
     let dest = '';
     runCase('P2', `push ${opt.many} × 1 KiB into the embedded store`, [
       { name: 'provcat push (local://)', argv: () => node('push', many, `local://bench/p${n++}/`) },
+      ...baseline('provcat push (local://)', (cli) => ({
+        argv: () => cli('push', many, `local://bench/p${n++}/`),
+      })),
       {
         name: 'cp -r + sync -f',
         prepare: () => {
@@ -173,6 +188,12 @@ try {
         },
         argv: () => node('fetch', 'local://bench/fetched/'),
       },
+      ...baseline('provcat fetch (local://, cold)', (cli) => ({
+        prepare: () => {
+          rmSync(env.PROVCAT_CACHE_DIR, { recursive: true, force: true });
+        },
+        argv: () => cli('fetch', 'local://bench/fetched/'),
+      })),
       {
         name: 'cp -r + sync -f',
         prepare: () => {

@@ -40,6 +40,7 @@ export type {
   PartProtocol,
   PartUpload,
   PresignPrimitiveOptions,
+  PutBatch,
   PutOptions,
   PutSource,
   SignalOptions,

@@ -2,6 +2,7 @@
  * The on-disk layout of the local store: how keys, folders and versions become file names.
  *
  * ```
+ * <root>/.batches/<tag>-<pid>-<ms>-<rand>.batch   a batch of puts at work, or dead (see below)
  * <root>/<bucket>/                     a bucket: a folder directory
  *   d.<seg>/                           folder `seg/` (a folder directory: same layout inside)
  *   o.<seg>/                           object `seg`: the truth about its versions
@@ -45,6 +46,32 @@
  *   finished always gets a larger ID, even within one millisecond and across processes; then
  *   8 random hex digits. IDs are fixed width, so their string order is their time order and the
  *   newest version of a key is simply the largest.
+ *
+ * Batched durability (`./batch.ts`, `./batch-marker.ts`): a batch of puts writes each version
+ * with the protocol above but no fsync, under a marker in `<root>/.batches/` that is fsynced
+ * before the first version and removed after one sync pass (`sync -f`) at the end. Why a file
+ * written without fsync, checked against its name on recovery, is never served torn:
+ * - A version's name states its size and MD5, fixed before the file gets that name by `rename`
+ *   of a complete temp. A crash of the process alone (SIGKILL) loses nothing the kernel
+ *   already has: every published version is whole, and the pending marker repairs the index as
+ *   without a batch.
+ * - A power loss (or a kernel crash) can persist any subset of the batch's unsynced changes:
+ *   a name without its data (a file of zeros or short), a version without its index entry or
+ *   the reverse, a directory without its parent's entry. It happens only while the batch's
+ *   marker exists (it is removed after the sync pass), and the marker was durable before any of
+ *   those changes were made.
+ * - Every power loss is followed by a boot, and a marker of an earlier boot is dead. Every store
+ *   instance, before its first read or write, recovers dead markers: under one, each version of
+ *   the batch's prefix whose ID is from the batch's start on (a batch's IDs are never earlier)
+ *   and whose file's size or MD5 differs from its name is removed, and the folder's index is
+ *   made to match its versions; the repairs are fsynced before the marker goes. So no read
+ *   through the store can see a torn version: a torn file exists only under a dead marker,
+ *   and no instance reads before it recovered. A batch version carries an MD5 always (batches
+ *   write only sources up to 4 MiB, hashed as they are written).
+ * - What recovery removes is exactly what was not durable, so it is the "absent" of "whole or
+ *   absent": the key's earlier version is current again. A marker of a dead process of this
+ *   boot is recovered too (a check that finds everything whole); a PID reused by another
+ *   process only delays that, never a power loss's repair (the tag changed with the boot).
  *
  * @module
  */

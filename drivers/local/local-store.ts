@@ -17,7 +17,10 @@
  *   entry; the lock also makes `_create` atomic (exactly one of racing creators wins);
  * - `./temp-sweep.ts`: removing the temps of killed writers;
  * - `./read-version.ts`: reading a version, whole (as its file) or a byte range, as S3 does;
- * - `./listing.ts`: `_pages` and `_history`, in UTF-8 byte order.
+ * - `./listing.ts`: `_pages` and `_history`, in UTF-8 byte order;
+ * - `./batch.ts` and `./batch-marker.ts`: `batchPuts`, many small puts made durable by one sync
+ *   pass under a folder-level marker, and the recovery every instance runs once, before its
+ *   first read or write, under the markers of dead batches.
  *
  * All of it holds across any number of processes sharing the root. The store keeps no content
  * type. Keys are limited to 1,024 UTF-8 bytes, like S3.
@@ -34,6 +37,7 @@ import type {
   ListPage,
   ObjectInfo,
   PagesOptions,
+  PutBatch,
   PutOptions,
   PutSource,
   SignalOptions,
@@ -42,6 +46,8 @@ import type {
 import { tempName } from '../../src/core/fs-atomic.js';
 import { ObjectStore } from '../../src/store/object-store.js';
 import type { StoreOptions } from '../../src/store/store.js';
+import { LocalPutBatch } from './batch.js';
+import { recoverBatches } from './batch-marker.js';
 import { debug, fsError, type Trace } from './fs-errors.js';
 import { bucketDir, keyPath, makeKeyDir } from './key-paths.js';
 import { listHistory, listPages } from './listing.js';
@@ -71,7 +77,8 @@ export function defaultLocalRoot(env: NodeJS.ProcessEnv = process.env): string {
  * The embedded, versioned object store serving `local://` (see the module comment).
  *
  * Guarantees: writes are atomic and durable (fsync of the file and its directory before a call
- * returns); every write keeps the earlier versions; version IDs of a key grow in the order its
+ * returns; a {@link batchPuts} batch's once its `close` resolves, each whole or absent before);
+ * every write keeps the earlier versions; version IDs of a key grow in the order its
  * writes completed, across processes; `_create` has exactly one winner among concurrent callers;
  * listings are in UTF-8 byte order, like S3. Nothing is ever written outside `root`.
  */
@@ -108,6 +115,7 @@ export class LocalStore extends ObjectStore {
 
   override async _head(bucket: string, key: string, options?: SignalOptions): Promise<ObjectInfo> {
     options?.signal?.throwIfAborted();
+    await this.#ready();
     const where = keyPath(this.root, bucket, key, 'read');
     return infoOf(key, await currentVersion(where));
   }
@@ -117,11 +125,13 @@ export class LocalStore extends ObjectStore {
     prefix: string,
     options: PagesOptions = {},
   ): AsyncIterable<ListPage> {
+    await this.#ready();
     yield* listPages(this.root, bucket, prefix, options, this.#trace);
   }
 
   override async _get(bucket: string, key: string, options: GetOptions = {}): Promise<GetResult> {
     options.signal?.throwIfAborted();
+    await this.#ready();
     const where = keyPath(this.root, bucket, key, 'read');
     return openVersion(key, where, await currentVersion(where), options);
   }
@@ -133,6 +143,7 @@ export class LocalStore extends ObjectStore {
     options: PutOptions = {},
   ): Promise<ObjectInfo> {
     options.signal?.throwIfAborted();
+    await this.#ready();
     const where = keyPath(this.root, bucket, key, 'write');
     await makeKeyDir(where);
     const temp = await writeTemp(where, source, options, this.#trace);
@@ -143,6 +154,7 @@ export class LocalStore extends ObjectStore {
 
   override async _delete(bucket: string, key: string, options?: SignalOptions): Promise<void> {
     options?.signal?.throwIfAborted();
+    await this.#ready();
     const where = keyPath(this.root, bucket, key, 'read');
     await currentVersion(where); // NotFound before taking a lock in a directory that may not exist
     const marker = await publishMarker(where, options?.signal, this.#trace);
@@ -160,6 +172,7 @@ export class LocalStore extends ObjectStore {
     prefix: string,
     options: SignalOptions = {},
   ): AsyncIterable<VersionRecord> {
+    await this.#ready();
     yield* listHistory(this.root, bucket, prefix, options, this.#trace);
   }
 
@@ -170,6 +183,7 @@ export class LocalStore extends ObjectStore {
     options?: SignalOptions,
   ): Promise<ObjectInfo> {
     options?.signal?.throwIfAborted();
+    await this.#ready();
     const where = keyPath(this.root, bucket, key, 'read');
     return infoOf(key, await versionById(where, versionId));
   }
@@ -181,6 +195,7 @@ export class LocalStore extends ObjectStore {
     options: GetOptions = {},
   ): Promise<GetResult> {
     options.signal?.throwIfAborted();
+    await this.#ready();
     const where = keyPath(this.root, bucket, key, 'read');
     return openVersion(key, where, await versionById(where, versionId), options);
   }
@@ -192,6 +207,7 @@ export class LocalStore extends ObjectStore {
     options: SignalOptions = {},
   ): Promise<ObjectInfo> {
     options.signal?.throwIfAborted();
+    await this.#ready();
     const where = keyPath(this.root, bucket, key, 'write');
     await makeKeyDir(where);
     const temp = await writeTemp(where, body, { signal: options.signal }, this.#trace);
@@ -208,6 +224,7 @@ export class LocalStore extends ObjectStore {
     options: SignalOptions = {},
   ): Promise<ObjectInfo> {
     options.signal?.throwIfAborted();
+    await this.#ready();
     const from = keyPath(this.root, bucket, key, 'read');
     const source =
       versionId === undefined ? await currentVersion(from) : await versionById(from, versionId);
@@ -224,6 +241,40 @@ export class LocalStore extends ObjectStore {
     );
     this.#trace(`copy ${from.uri}@${source.versionId} -> ${to.uri} ${published.versionId}`);
     return infoOf(toKey, published);
+  }
+
+  // ---- optional primitives ---------------------------------------------------------------
+
+  /**
+   * A batch of puts below `prefix` whose durability is batched (`./batch.ts`): each object
+   * visible once its put resolves, all durable once `close` resolves, and before that each
+   * whole or absent after a crash or a power loss (the argument is in `./layout.ts`).
+   */
+  override batchPuts(bucket: string, prefix: string): PutBatch {
+    return new LocalPutBatch(
+      {
+        root: this.root,
+        ready: () => this.#ready(),
+        put: (key, source, options) => this._put(bucket, key, source, options),
+        trace: this.#trace,
+      },
+      bucket,
+      prefix,
+    );
+  }
+
+  #recovery: Promise<void> | undefined;
+
+  /**
+   * Resolves once this instance recovered the dead batches of its root (`./batch-marker.ts`):
+   * run once, before the instance's first read or write. A failure is retried by the next call.
+   */
+  #ready(): Promise<void> {
+    this.#recovery ??= recoverBatches(this.root, this.#trace).catch((error: unknown) => {
+      this.#recovery = undefined;
+      throw error;
+    });
+    return this.#recovery;
   }
 
   /** Debug log: `NODE_DEBUG=provcat:local`, and the store's logger if one was given. */

@@ -12,10 +12,20 @@
  *
  * @module
  */
+import {
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import lockfile from 'proper-lockfile';
 import { Exists, NotFound, StoreError } from '../../src/core/errors.js';
+import { judgeTemp } from '../../src/core/fs-atomic.js';
 import { syncDirShared } from './dir-sync.js';
 import { errorCode, fsError, type Trace } from './fs-errors.js';
 import type { KeyPath } from './key-paths.js';
@@ -120,6 +130,74 @@ async function publish(
     throw fsError(error, `cannot finish writing ${where.uri}`, where.uri);
   }
   return parseVersionFile(name) as VersionFile;
+}
+
+/**
+ * A batch's publish (`./batch.ts`): {@link publish}'s protocol in synchronous calls and without
+ * its fsyncs, under the same lock taken with one `mkdir` (proper-lockfile's lock is that same
+ * directory, so the two exclude each other). The lock is what keeps version IDs growing in the
+ * order writes finish across processes and keeps `_create`'s one winner; held for a handful of
+ * metadata calls, it costs two system calls. `undefined`, with nothing done, when another writer
+ * holds the lock: the caller then publishes through {@link publishTemp} (which waits for it and
+ * fsyncs). The ID is at least `minMs` (the batch's start), so recovery finds every version of
+ * the batch by its ID. On failure the temp is removed.
+ */
+export function publishUnsynced(
+  where: KeyPath,
+  temp: TempFile,
+  minMs: number,
+  trace: Trace,
+): VersionFile | undefined {
+  const lock = path.join(where.dir, '.lock');
+  try {
+    mkdirSync(lock);
+  } catch (error) {
+    if (errorCode(error) === 'EEXIST') return undefined;
+    rmSync(temp.path, { force: true });
+    throw fsError(error, `cannot lock ${where.uri} for writing`, where.uri);
+  }
+  try {
+    const pending = path.join(where.folder, pendingName(where.ref));
+    const leftover = !createEmptySync(pending);
+    const names = readdirSync(where.dir);
+    for (const n of names) {
+      if (judgeTemp(n) !== 'dead') continue;
+      rmSync(path.join(where.dir, n), { force: true });
+      trace(`removed the stale temp file ${path.join(where.dir, n)}`);
+    }
+    const versions = sortVersions(names);
+    if (leftover) {
+      trace(`repairing the listing index of ${where.uri}`);
+      for (const v of versions)
+        createEmptySync(path.join(where.folder, indexName(where.ref, v.name)));
+    }
+    const versionId = nextVersionId(versions.at(-1), Math.max(Date.now(), minMs));
+    const name = versionFileName(versionId, temp.size, temp.md5);
+    renameSync(temp.path, path.join(where.dir, name));
+    createEmptySync(path.join(where.folder, indexName(where.ref, name)));
+    unlinkSync(pending);
+    return parseVersionFile(name) as VersionFile;
+  } catch (error) {
+    rmSync(temp.path, { force: true });
+    throw fsError(error, `cannot publish ${where.uri}`, where.uri);
+  } finally {
+    try {
+      rmdirSync(lock);
+    } catch (error) {
+      trace(`cannot release the lock of ${where.uri}: ${String(error)}`);
+    }
+  }
+}
+
+/** Create an empty file if it does not exist, synchronously: true when this call created it. */
+function createEmptySync(file: string): boolean {
+  try {
+    writeFileSync(file, '', { flag: 'wx' });
+    return true;
+  } catch (error) {
+    if (errorCode(error) === 'EEXIST') return false;
+    throw error;
+  }
 }
 
 /** Run `fn` holding the key's writer lock (see the module comment). */

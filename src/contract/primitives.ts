@@ -11,7 +11,9 @@
  * 2. optionally, {@link PartProtocol}: its store's native way to upload one object in parts (S3
  *    multipart, GCS resumable sessions, Azure staged blocks), for large puts and managed uploads;
  * 3. optionally, the {@link GetResult} fast-read fields (see "Fast reads" on that interface);
- * 4. its error mapping (one function calling `serviceError`) and its stage descriptor kind
+ * 4. optionally, {@link PutBatch}: puts of many small objects whose durability is batched (the
+ *    local store);
+ * 5. its error mapping (one function calling `serviceError`) and its stage descriptor kind
  *    (src/lake/stage-kinds.ts), registered by scheme and kind in src/store/registry.ts.
  *
  * @module
@@ -216,6 +218,38 @@ export interface PutOptions {
    * ignore it. The store does not check it: the caller vouches for it.
    */
   sha256?: string | undefined;
+}
+
+/**
+ * Puts of many objects under one prefix whose durability is batched: an optional primitive
+ * (`batchPuts(bucket, prefix)` of the store; `undefined` where the driver has none), for a store
+ * whose per-object cost is its durability work (the local store: fsyncs, locks, bookkeeping per
+ * file). A folder push writes its small files through one batch.
+ *
+ * The promise, which every driver that has it keeps (the conformance suite checks the visible
+ * part of it):
+ * - each `put` makes its object visible as `_put` would (readable, listed, a new version) once it
+ *   resolves, with the {@link ObjectInfo} it returns;
+ * - **a put's object is durable only once {@link close} has resolved.** Before that, after a
+ *   crash or a power loss, every object of the batch is whole or absent — never torn, never
+ *   another object's bytes; an absent one leaves the key's earlier version current;
+ * - a `close` that fails (or never ran) promises nothing more than that; the objects already
+ *   visible stay visible unless a crash takes them;
+ * - `put` after `close` and keys outside the prefix are refused (`RangeError`).
+ *
+ * Call `close` once every put has settled, even after a failed put.
+ */
+export interface PutBatch {
+  /**
+   * Write one object below the batch's prefix (`key` is the full key) from bytes in memory or a
+   * local file path; resolves once it is visible (see the interface for when it is durable).
+   */
+  put(key: string, source: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo>;
+  /**
+   * Make every object put so far durable, then end the batch. Idempotent: a second call returns
+   * the first call's promise.
+   */
+  close(): Promise<void>;
 }
 
 /** Options shared by calls that take only a signal. */

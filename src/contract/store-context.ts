@@ -22,6 +22,7 @@ import type {
   PagesOptions,
   PartProtocol,
   PresignPrimitiveOptions,
+  PutBatch,
   PutOptions,
   PutSource,
   SignalOptions,
@@ -99,6 +100,7 @@ export interface StorePrimitives {
   _deleteIf(bucket: string, key: string, options: DeleteIfOptions): Promise<void>;
   _presign(bucket: string, key: string, options: PresignPrimitiveOptions): Promise<string>;
   partProtocol(bucket: string): PartProtocol | undefined;
+  batchPuts(bucket: string, prefix: string): PutBatch | undefined;
 }
 
 /** The primitives and the settings of one store: what a service below the facade takes. */

@@ -45,6 +45,10 @@
  * then {@link SourceChanged} fails the push; the files already sent stay, and a rerun sends the
  * rest.
  *
+ * **Small files go through one batch** where the store has `batchPuts` (the local store): their
+ * objects are made durable together when the batch closes, before the push returns (a failed
+ * close fails the push; src/contract/primitives.ts `PutBatch`). Large files are put one by one.
+ *
  * Uploads run first, then deletes (`delete`), each with at most `concurrency` requests in flight.
  *
  * @module
@@ -53,7 +57,7 @@
 import { debuglog } from 'node:util';
 import { statedMd5 } from '../cache/content-digest.js';
 import type { CachedStoreContext } from '../cache/context.js';
-import type { ObjectInfo } from '../contract/primitives.js';
+import type { ObjectInfo, PutBatch } from '../contract/primitives.js';
 import type { ProgressCallback } from '../contract/store-context.js';
 import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
 import { contentTypeFor } from '../core/content-type.js';
@@ -287,6 +291,7 @@ export async function runPush(
     files.length,
   );
   const index = await PushIndex.open(store.cache.root, localDir);
+  const batch = dryRun ? undefined : store.batchPuts(bucket, prefix);
   const pusher = new FilePusher(
     store,
     bucket,
@@ -295,22 +300,33 @@ export async function runPush(
     progress,
     options.contentType,
     index,
+    batch,
     digests,
   );
   const uploads: PushAction[] = [];
   let skipped = 0;
   const concurrency = options.concurrency ?? store.concurrency;
   try {
-    await forEachLimit(
-      files,
-      concurrency,
-      async (file, inner) => {
-        const sent = await pusher.push(file, remote.get(file.rel), inner);
-        if (sent === undefined) skipped++;
-        else uploads.push({ action: 'upload', path: file.rel, size: sent });
-      },
-      signal,
-    );
+    try {
+      await forEachLimit(
+        files,
+        concurrency,
+        async (file, inner) => {
+          const sent = await pusher.push(file, remote.get(file.rel), inner);
+          if (sent === undefined) skipped++;
+          else uploads.push({ action: 'upload', path: file.rel, size: sent });
+        },
+        signal,
+      );
+    } catch (error) {
+      // The push fails with its own error; the batch still ends (its marker goes).
+      await batch?.close().catch((closeError: unknown) => {
+        debug('cannot close the batch of a failed push: %s', String(closeError));
+      });
+      throw error;
+    }
+    // Nothing sent counts as pushed before it is durable.
+    await batch?.close();
   } finally {
     // What was hashed stays true whether or not the push completed; a dry run changes nothing.
     if (!dryRun) {
@@ -369,6 +385,8 @@ class FilePusher {
     private readonly progress: PushProgress,
     private readonly contentType: string | undefined,
     private readonly index: PushIndex,
+    /** Where small files go when the store batches their durability (see the module comment). */
+    private readonly batch: PutBatch | undefined,
     private readonly digests?: DigestSink | undefined,
   ) {
     this.wholeMax = Math.min(WHOLE_READ_MAX, store.uploads.multipartThreshold);
@@ -451,13 +469,18 @@ class FilePusher {
         return undefined;
       }
       if (!this.dryRun) {
-        const put = await this.store._put(this.bucket, this.prefix + file.rel, bytes, {
+        const key = this.prefix + file.rel;
+        const putOptions = {
           size: bytes.length,
           contentType: await contentTypeFor(file.rel, this.contentType),
           sha256: this.recordSha ? digests.sha256 : undefined,
           signal,
           onProgress: progress.onProgress,
-        });
+        };
+        const put =
+          this.batch !== undefined
+            ? await this.batch.put(key, bytes, putOptions)
+            : await this.store._put(this.bucket, key, bytes, putOptions);
         if (put.size === bytes.length) this.digests?.learn(file.rel, put, digests.sha256);
       }
       progress.done(bytes.length);

@@ -31,6 +31,7 @@ import type {
   PagesOptions,
   PartProtocol,
   PresignPrimitiveOptions,
+  PutBatch,
   PutOptions,
   PutSource,
   SignalOptions,
@@ -466,6 +467,17 @@ export abstract class ObjectStore extends Store implements CachedStoreContext {
    * none, and `put` then always makes one `_put`. See {@link PartProtocol}.
    */
   partProtocol(_bucket: string): PartProtocol | undefined {
+    return undefined;
+  }
+
+  /**
+   * Puts of many objects below `prefix` (`''` or ending in `/`) of `bucket` whose durability is
+   * batched: each object is visible once its `put` resolves and durable once the batch's `close`
+   * has resolved; before that a crash leaves each whole or absent, never torn (see
+   * {@link PutBatch}). `undefined` (the default) when the driver has none: callers then `_put`
+   * each object, durable on its own. Creating a batch touches nothing.
+   */
+  batchPuts(_bucket: string, _prefix: string): PutBatch | undefined {
     return undefined;
   }
 

@@ -4,7 +4,7 @@
  * A driver's test file calls {@link conformance} once with a {@link ConformanceTarget}; the suite
  * registers vitest `describe` blocks for the primitives, the store methods, the cache and fetch,
  * the read API (`read`, `readText`, `openRead`, `exists`, `fetch` with `to`),
- * uploads (the driver contract's read rules; with `flags.parts`, puts through the upload engine
+ * batched puts (`batchPuts`, with `flags.batch`), uploads (the driver contract's read rules; with `flags.parts`, puts through the upload engine
  * and the part protocol itself), the managed stage (when the target gives `stage`), and (when
  * `flags.versions`) pin/commit/log/branch, and digests (commit and diff agree; push skips
  * objects other clients wrote; content types — the last two with the target's `sdk`). Every test works under a random prefix.
@@ -14,6 +14,7 @@
  * @module
  */
 import { describe } from 'vitest';
+import { batchSuite } from './batch.js';
 import { commitPagesSuite } from './commit-pages.js';
 import { digestsSuite } from './digests.js';
 import { fetchSuite } from './fetch.js';
@@ -67,5 +68,6 @@ export function conformance(target: ConformanceTarget): void {
     commitPagesSuite(target);
     noVersionsSuite(target);
     digestsSuite(target);
+    batchSuite(target);
   });
 }

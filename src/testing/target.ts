@@ -22,6 +22,8 @@ export interface ConformanceFlags {
   hostileKeys: boolean;
   /** The driver has a part protocol (`partProtocol(bucket)`): large puts go in parts. */
   parts?: boolean | undefined;
+  /** The driver has `batchPuts` (batched durability): the batch part of the suite runs. */
+  batch?: boolean | undefined;
   /**
    * `listUploads` lists open uploads (default true). False for a store with no such call (GCS
    * resumable sessions cannot be listed; they expire on their own).

@@ -44,7 +44,7 @@ conformance({
   name: 'local',
   store: (o) => new LocalStore({ root, ...o }),
   bucket: 'conf',
-  flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: false },
+  flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: false, batch: true },
   env: { PROVCAT_LOCAL_ROOT: root },
   // No SDK but provcat's: another store on the same root is the other client (no content types).
   sdk: {

@@ -83,9 +83,29 @@ function tmp(label: string): string {
 
 /** Spies on every primitive that writes or reads an object. */
 function watchCalls(store: ObjectStore) {
+  // `put` counts every object written: by `_put`, or by a batch where the store batches
+  // durability (the local store's push of small files).
+  const put = vi.fn();
+  const single = store._put.bind(store);
+  vi.spyOn(store, '_put').mockImplementation((...args) => {
+    put(...args);
+    return single(...args);
+  });
+  const batchPuts = store.batchPuts.bind(store);
+  vi.spyOn(store, 'batchPuts').mockImplementation((bucket, prefix) => {
+    const batch = batchPuts(bucket, prefix);
+    if (batch === undefined) return undefined;
+    return {
+      put: (...args) => {
+        put(...args);
+        return batch.put(...args);
+      },
+      close: () => batch.close(),
+    };
+  });
   return {
     pages: vi.spyOn(store, '_pages'),
-    put: vi.spyOn(store, '_put'),
+    put,
     del: vi.spyOn(store, '_delete'),
     head: vi.spyOn(store, '_head'),
     get: vi.spyOn(store, '_get'),
@@ -117,13 +137,24 @@ export function folderFlows(target: FolderFlowsTarget): void {
       let inFlight = 0;
       let most = 0;
       const put = store._put.bind(store);
-      vi.spyOn(store, '_put').mockImplementation(async (...args) => {
+      const counted = async <T>(send: () => Promise<T>): Promise<T> => {
         most = Math.max(most, ++inFlight);
         try {
-          return await put(...args);
+          return await send();
         } finally {
           inFlight--;
         }
+      };
+      vi.spyOn(store, '_put').mockImplementation((...args) => counted(() => put(...args)));
+      // A store that batches durability (the local store) gets the small files by its batch.
+      const batchPuts = store.batchPuts.bind(store);
+      vi.spyOn(store, 'batchPuts').mockImplementation((bucket, prefix) => {
+        const batch = batchPuts(bucket, prefix);
+        if (batch === undefined) return undefined;
+        return {
+          put: (...args) => counted(() => batch.put(...args)),
+          close: () => batch.close(),
+        };
       });
       const progress: number[] = [];
       const first = await store.push(dir, uri, {

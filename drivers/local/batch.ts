@@ -1,0 +1,272 @@
+/**
+ * {@link LocalPutBatch}: the local store's {@link PutBatch}, puts whose durability is batched
+ * (the crash argument is in `./layout.ts`, "Batched durability").
+ *
+ * A put into the store costs about 40 promised file-system calls, 3 of them fsyncs (the temp,
+ * the key's directory, the folder's); `cp` makes about 5 synchronous calls per file and one
+ * `sync` at the end. A batch makes the store's write protocol cheap the same way:
+ *
+ * 1. its first put writes a marker naming the batch (`./batch-marker.ts`) and fsyncs it;
+ * 2. each put writes a temp with synchronous calls and publishes it under the key's lock by
+ *    `./publish.ts` `publishUnsynced` — the same protocol (pending marker, rename, index entry),
+ *    no fsync; a put finds the lock taken only when another writer of that key is at work, and
+ *    then publishes the usual way (waiting, fsynced);
+ * 3. `close` runs one `sync -f` over the file systems written (Node has no `syncfs`), falling
+ *    back to fsyncs of every file and directory written, 16 at a time, then removes the marker.
+ *
+ * A source above {@link BATCH_MAX} bytes (or from a file of that size) is put by the store's
+ * `_put`, durable on its own: a large file gains nothing from batching, and a recovery reads
+ * every version of a dead batch to check it.
+ *
+ * @module
+ */
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import { hostname } from 'node:os';
+import path from 'node:path';
+import type { ObjectInfo, PutBatch, PutOptions } from '../../src/contract/primitives.js';
+import { forEachLimit } from '../../src/core/concurrency.js';
+import { StoreError } from '../../src/core/errors.js';
+import { hostTag, tempName } from '../../src/core/fs-atomic.js';
+import { type BatchMarker, removeMarker, writeMarker } from './batch-marker.js';
+import { syncDir } from './dir-sync.js';
+import { debug, fsError, type Trace } from './fs-errors.js';
+import { bucketDir, type KeyPath, keyPath, makeKeyDir } from './key-paths.js';
+import { publishTemp, publishUnsynced } from './publish.js';
+import { infoOf } from './versions.js';
+
+/** The largest source a batch writes itself (larger ones go through `_put`, fsynced). */
+export const BATCH_MAX = 4 * 1024 * 1024;
+
+/** fsyncs in flight in the fallback of {@link syncWritten}. */
+const SYNC_FALLBACK_CONCURRENCY = 16;
+
+/** What a batch needs of its store. */
+export interface BatchStore {
+  readonly root: string;
+  /** Resolves once the store's recovery of dead batches ran (before its first write). */
+  ready(): Promise<void>;
+  /** The store's own put, durable on its own (for large sources and a contended key). */
+  put(key: string, source: Uint8Array | string, options: PutOptions): Promise<ObjectInfo>;
+  readonly trace: Trace;
+}
+
+/** What a batch has written, for its sync pass. */
+export interface Written {
+  files: string[];
+  /** Every directory a put changed or created, with its ancestors up to the bucket. */
+  dirs: Set<string>;
+  /** One path per file system written (by `st_dev`), for `sync -f`. */
+  devices: Map<number, string>;
+}
+
+/** The local store's batch of puts below one prefix (see the module comment). */
+export class LocalPutBatch implements PutBatch {
+  #marker: Promise<string> | undefined;
+  #closing: Promise<void> | undefined;
+  readonly #start = Date.now();
+  readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #written: Written = { files: [], dirs: new Set(), devices: new Map() };
+  readonly #bucketDir: string;
+
+  constructor(
+    private readonly store: BatchStore,
+    private readonly bucket: string,
+    private readonly prefix: string,
+  ) {
+    if (prefix !== '' && !prefix.endsWith('/')) {
+      throw new RangeError(`a batch's prefix is '' or ends in '/', not ${JSON.stringify(prefix)}`);
+    }
+    this.#bucketDir = bucketDir(store.root, bucket); // a bad bucket name: UriError, now
+  }
+
+  put(key: string, source: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo> {
+    if (this.#closing !== undefined) {
+      return Promise.reject(new RangeError(`put of ${key} after the batch was closed`));
+    }
+    if (!key.startsWith(this.prefix)) {
+      return Promise.reject(
+        new RangeError(`${key} is outside the batch's prefix ${JSON.stringify(this.prefix)}`),
+      );
+    }
+    const done = this.#put(key, source, options);
+    this.#inFlight.add(done);
+    const forget = () => this.#inFlight.delete(done);
+    done.then(forget, forget);
+    return done;
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #put(key: string, source: Uint8Array | string, options: PutOptions): Promise<ObjectInfo> {
+    options.signal?.throwIfAborted();
+    await this.store.ready();
+    const where = keyPath(this.store.root, this.bucket, key, 'write');
+    let bytes: Uint8Array;
+    if (typeof source === 'string') {
+      let size: number;
+      try {
+        size = statSync(source).size;
+      } catch (error) {
+        throw fsError(error, `cannot read the source file ${source}`);
+      }
+      if (size > BATCH_MAX) return this.store.put(key, source, options);
+      try {
+        bytes = readFileSync(source);
+      } catch (error) {
+        throw fsError(error, `cannot read the source file ${source}`);
+      }
+    } else bytes = source;
+    if (bytes.length > BATCH_MAX) return this.store.put(key, bytes, options);
+    if (options.size !== undefined && options.size !== bytes.length) {
+      throw new StoreError(
+        `the source of ${where.uri} gave ${bytes.length} bytes, not the ${options.size} announced`,
+        { uri: where.uri },
+      );
+    }
+    this.#marker ??= this.#writeMarker();
+    await this.#marker;
+    options.signal?.throwIfAborted();
+    this.#makeDirs(where);
+    if (where.hashed.length > 0) await makeKeyDir(where);
+    const md5 = createHash('md5').update(bytes).digest('hex');
+    const temp = { path: path.join(where.dir, tempName()), size: bytes.length, md5 };
+    try {
+      writeFileSync(temp.path, bytes, { flag: 'wx' });
+    } catch (error) {
+      throw fsError(error, `cannot write ${where.uri}`, where.uri);
+    }
+    let published = publishUnsynced(where, temp, this.#start, this.store.trace);
+    if (published === undefined) {
+      // Another writer holds the key's lock: the usual publish, which waits for it (and fsyncs).
+      published = await publishTemp(where, temp, options.signal, this.store.trace);
+    }
+    this.#written.files.push(path.join(where.dir, published.name));
+    options.onProgress?.(bytes.length);
+    return infoOf(key, published);
+  }
+
+  async #writeMarker(): Promise<string> {
+    await fs.mkdir(this.#bucketDir, { recursive: true }).catch((error: unknown) => {
+      throw fsError(
+        error,
+        `cannot create bucket local://${this.bucket}`,
+        `local://${this.bucket}/`,
+      );
+    });
+    const marker: BatchMarker = {
+      bucket: this.bucket,
+      prefix: this.prefix,
+      pid: process.pid,
+      host: hostname(),
+      tag: hostTag(),
+      start: this.#start,
+    };
+    return writeMarker(this.store.root, marker, randomBytes(4).toString('hex'));
+  }
+
+  /** Create the key's directories (synchronously) and note what the sync pass must cover. */
+  #makeDirs(where: KeyPath): void {
+    const { dirs, devices } = this.#written;
+    if (!dirs.has(where.folder)) {
+      for (let d = where.folder; d.length >= this.#bucketDir.length; d = path.dirname(d)) {
+        if (dirs.has(d)) break;
+        dirs.add(d);
+      }
+      mkdirSync(where.folder, { recursive: true });
+      const dev = statSync(where.folder).dev;
+      if (!devices.has(dev)) devices.set(dev, where.folder);
+    }
+    try {
+      mkdirSync(where.dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+        throw fsError(error, `cannot create the folders of ${where.uri}`, where.uri);
+      }
+    }
+    dirs.add(where.dir);
+  }
+
+  async #close(): Promise<void> {
+    await Promise.allSettled([...this.#inFlight]);
+    if (this.#marker === undefined) return;
+    const marker = await this.#marker;
+    await syncWritten(this.#written, this.store.trace);
+    await removeMarker(this.store.root, marker);
+    this.store.trace(
+      `batch local://${this.bucket}/${this.prefix}: ${this.#written.files.length} versions durable`,
+    );
+  }
+}
+
+let syncPath: string | null | undefined;
+
+/** `/usr/bin/sync` or `/bin/sync` on Linux, else `null`. */
+function syncCommand(): string | null {
+  if (syncPath === undefined) {
+    syncPath =
+      process.platform === 'linux'
+        ? (['/usr/bin/sync', '/bin/sync'].find((p) => existsSync(p)) ?? null)
+        : null;
+  }
+  return syncPath;
+}
+
+/**
+ * Make everything a batch wrote durable: `sync -f` (`syncfs`) of each file system written, or,
+ * where that cannot run, an fsync of every file and directory written. Exported for tests
+ * (`command: null` takes the fallback).
+ */
+export async function syncWritten(
+  written: Written,
+  trace: Trace,
+  command: string | null = syncCommand(),
+): Promise<void> {
+  if (written.files.length === 0 && written.dirs.size === 0) return;
+  if (command !== null && (await syncFs(command, [...written.devices.values()], trace))) return;
+  await forEachLimit(written.files, SYNC_FALLBACK_CONCURRENCY, async (file) => {
+    const handle = await fs.open(file, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }).catch((error: unknown) => {
+    throw fsError(error, 'cannot make a batch of puts durable');
+  });
+  // Deepest first is not needed: each directory's own entries are what its fsync makes durable.
+  await forEachLimit(written.dirs, SYNC_FALLBACK_CONCURRENCY, (dir) => syncDir(dir, dir));
+}
+
+/**
+ * Run `sync -f paths…`: true when it succeeded; false when it cannot run here (no such program,
+ * no `-f`: the caller falls back). A failure of the sync itself (an I/O error) is raised.
+ */
+async function syncFs(command: string, paths: string[], trace: Trace): Promise<boolean> {
+  const ended = await new Promise<{ code: number | null; error?: Error; stderr: string }>(
+    (resolve) => {
+      let stderr = '';
+      const child = spawn(command, ['-f', ...paths], { stdio: ['ignore', 'ignore', 'pipe'] });
+      child.stderr.setEncoding('utf8');
+      child.stderr.on('data', (t: string) => {
+        if (stderr.length < 4096) stderr += t;
+      });
+      child.once('error', (error) => resolve({ code: null, error, stderr }));
+      child.once('close', (code) => resolve({ code, stderr }));
+    },
+  );
+  if (ended.code === 0) return true;
+  if (ended.error !== undefined || /invalid option|unrecognized option|usage/i.test(ended.stderr)) {
+    debug('cannot run %s -f (%s); fsyncing each file', command, ended.error ?? ended.stderr.trim());
+    trace(`${command} -f cannot run here; fsyncing each file of the batch instead`);
+    return false;
+  }
+  throw new StoreError(
+    `cannot make a batch of puts durable: ${command} -f ended with ${ended.code}: ${ended.stderr.trim()}`,
+  );
+}
