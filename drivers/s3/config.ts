@@ -16,6 +16,7 @@
  * @module
  */
 import type { S3Client } from '@aws-sdk/client-s3';
+import type { Capabilities } from '../../src/contract/primitives.js';
 import { envSwitch, envText } from '../../src/driver-kit/env-settings.js';
 import type { StoreOptions } from '../../src/store/store.js';
 import {
@@ -37,6 +38,17 @@ export const MIN_PART_SIZE = 5 * MiB;
 export const MAX_PART_SIZE = 5 * GiB;
 /** S3 numbers parts 1..10,000. */
 export const MAX_PARTS = 10_000;
+
+/**
+ * What the S3 driver can do: versions (on buckets with versioning enabled), byte ranges, the
+ * SHA-256 as `x-amz-meta-sha256`, and version listings from a KeyMarker (`startAfter`).
+ */
+export const S3_CAPABILITIES: Capabilities = {
+  versions: true,
+  ranges: true,
+  sha256Metadata: true,
+  startAfter: true,
+};
 
 // The upload engine's defaults, the same for every driver (src/upload).
 export {

@@ -7,12 +7,13 @@
  * @module
  */
 import type {
+  HistoryOptions,
   ListPage,
   PagesOptions,
-  SignalOptions,
   VersionRecord,
 } from '../../src/contract/primitives.js';
 import { NotFound, StoreError } from '../../src/core/errors.js';
+import { compareUtf8 } from '../../src/core/keys.js';
 import { missingBucket } from '../../src/driver-kit/bucket-state.js';
 import { pageSize } from '../../src/driver-kit/paging.js';
 import { type S3ErrorContext, s3UriText } from './errors.js';
@@ -66,15 +67,18 @@ export async function* objectPages(
 /**
  * ListObjectVersions of `prefix`, paging with KeyMarker/VersionIdMarker: versions and delete
  * markers (`size: null`) in the store's exact order (key order, newest first within a key).
+ * `startAfter` is the first page's KeyMarker alone (the store starts there), and entries not
+ * after it are dropped.
  */
 export async function* versionRecords(
   reader: S3Reader,
   guard: Guard,
   bucket: string,
   prefix: string,
-  options: SignalOptions,
+  options: HistoryOptions,
 ): AsyncIterable<VersionRecord> {
-  let keyMarker: string | undefined;
+  const after = options.startAfter;
+  let keyMarker: string | undefined = after;
   let versionIdMarker: string | undefined;
   for (;;) {
     const context = { bucket, key: prefix, op: 'history' };
@@ -87,8 +91,12 @@ export async function* versionRecords(
     });
     const decode = listedKeyDecoder(page.encodingType, context);
     for (const e of page.entries) {
+      const key = decode(e.key);
+      // Ceph's radosgw also lists the versions of the KeyMarker itself when no VersionIdMarker
+      // comes with it; AWS starts after it. Dropped here, so `startAfter` means after on both.
+      if (after !== undefined && compareUtf8(key, after) <= 0) continue;
       yield {
-        key: decode(e.key),
+        key,
         versionId: e.versionId,
         size: e.kind === 'version' ? (e.size ?? 0) : null,
         current: e.isLatest,

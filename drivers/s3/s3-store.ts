@@ -41,6 +41,7 @@ import type {
   DeleteIfOptions,
   GetOptions,
   GetResult,
+  HistoryOptions,
   ListPage,
   ObjectInfo,
   PagesOptions,
@@ -68,6 +69,7 @@ import { bucketVersioning, createBucket } from './buckets.js';
 import {
   type CreateFallback,
   resolveS3Config,
+  S3_CAPABILITIES,
   type S3Config,
   type S3StoreOptions,
 } from './config.js';
@@ -109,8 +111,8 @@ export interface MakeBucketOptions {
 export class S3Store extends ObjectStore {
   readonly scheme = 's3';
   readonly driver = 's3';
-  /** Versions work on buckets with versioning enabled; byte ranges always. */
-  readonly capabilities: Capabilities = { versions: true, ranges: true, sha256Metadata: true };
+  /** Versions work on buckets with versioning enabled; the rest always (config.ts). */
+  readonly capabilities: Capabilities = { ...S3_CAPABILITIES };
   /** The region requests go to (unless an injected client says otherwise). */
   readonly region: string;
   /** The endpoint URL, or `undefined` for AWS. */
@@ -488,12 +490,13 @@ export class S3Store extends ObjectStore {
   /**
    * ListObjectVersions under `prefix`, paging with KeyMarker/VersionIdMarker: versions and
    * delete markers (`size: null`) in the store's exact order (key order, newest first within a
-   * key). NotSupported on a bucket without versioning; a missing bucket yields nothing.
+   * key), from the key after `startAfter` if given. NotSupported on a bucket without
+   * versioning; a missing bucket yields nothing.
    */
   override async *_history(
     bucket: string,
     prefix: string,
-    options: SignalOptions = {},
+    options: HistoryOptions = {},
   ): AsyncIterable<VersionRecord> {
     if ((await this.versioning.get(bucket)) === 'missing') return;
     await this.requireVersions(bucket, 'history', prefix);

@@ -10,6 +10,11 @@
  * each key in that listing is therefore a snapshot of one instant. If they differ, wait briefly
  * and take a fresh pair; after {@link SNAPSHOT_ATTEMPTS} pairs give up with a `StoreError`.
  *
+ * Each listing of a folder longer than a page is listed in key ranges at once where the driver
+ * can start a listing after a key (src/folders/parallel-listing.ts): the same entries in the
+ * same order, so the argument above holds unchanged (each range is read through before the
+ * listing ends, and the second listing starts after the first one ended).
+ *
  * @module
  */
 import { createHash } from 'node:crypto';
@@ -20,6 +25,7 @@ import { StoreError } from '../core/errors.js';
 import { checkFolderKeys, FolderKeyStream } from '../core/keys.js';
 import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import { Uri } from '../core/uri.js';
+import { historyListing } from '../folders/parallel-listing.js';
 import { type CommitFile, compareUtf8, isMetaKey } from './format.js';
 
 const debug = debuglog('provcat:commits');
@@ -44,7 +50,7 @@ async function listVersions(
   signal: AbortSignal | undefined,
 ): Promise<VersionRecord[]> {
   const out: VersionRecord[] = [];
-  for await (const r of store._history(bucket, folder, { signal })) {
+  for await (const r of historyListing(store, bucket, folder, { signal })) {
     if (isMetaKey(r.key) || !r.key.startsWith(folder)) continue;
     out.push(r);
   }
@@ -174,7 +180,7 @@ export async function snapshotStream<T>(
       let twice: string | undefined;
       let previous: string | undefined;
       let previousFile: string | undefined;
-      for await (const r of store._history(bucket, folder, { signal })) {
+      for await (const r of historyListing(store, bucket, folder, { signal })) {
         if (!inFolder(r)) continue;
         if (previous !== undefined && compareUtf8(previous, r.key) > 0) throw new OutOfOrder();
         previous = r.key;
@@ -192,7 +198,7 @@ export async function snapshotStream<T>(
       const second = createHash('sha256');
       const files = async function* (): AsyncGenerator<CommitFile> {
         let last: string | undefined;
-        for await (const r of store._history(bucket, folder, { signal })) {
+        for await (const r of historyListing(store, bucket, folder, { signal })) {
           if (!inFolder(r)) continue;
           if (last !== undefined && compareUtf8(last, r.key) > 0) throw new OutOfOrder();
           last = r.key;

@@ -257,6 +257,16 @@ export interface SignalOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** Options of `_history`. */
+export interface HistoryOptions extends SignalOptions {
+  /**
+   * List only keys that sort strictly after this string (UTF-8 byte order), every version of
+   * each: S3's `key-marker` without a version ID marker. Honoured only by drivers with
+   * `capabilities.startAfter`; the core never passes it to others (they would list everything).
+   */
+  startAfter?: string | undefined;
+}
+
 /** Options of `_deleteIf`: delete only if the object is still this version. */
 export interface DeleteIfOptions extends SignalOptions {
   /** The {@link ObjectInfo.version} the object must still have. */
@@ -434,4 +444,11 @@ export interface Capabilities {
    * written under a name other than the one asked for. Default: every key is held exactly.
    */
   keyProblem?: ((key: string) => string | undefined) | undefined;
+  /**
+   * `_history` honours {@link HistoryOptions.startAfter} with one request (the store starts the
+   * listing there; it does not list the keys before and drop them). The core then lists a large
+   * folder in key ranges at once (src/folders/parallel-listing.ts); without it, in one sequential
+   * listing. Default: false.
+   */
+  startAfter?: boolean | undefined;
 }

@@ -17,6 +17,7 @@ import type {
   DeleteIfOptions,
   GetOptions,
   GetResult,
+  HistoryOptions,
   ListPage,
   ObjectInfo,
   PagesOptions,
@@ -70,7 +71,7 @@ export interface StorePrimitives {
   _put(bucket: string, key: string, source: PutSource, options?: PutOptions): Promise<ObjectInfo>;
   _delete(bucket: string, key: string, options?: SignalOptions): Promise<void>;
   _versionOf(bucket: string, key: string, options?: SignalOptions): Promise<string>;
-  _history(bucket: string, prefix: string, options?: SignalOptions): AsyncIterable<VersionRecord>;
+  _history(bucket: string, prefix: string, options?: HistoryOptions): AsyncIterable<VersionRecord>;
   _headVersion(
     bucket: string,
     key: string,

@@ -26,6 +26,7 @@ import type {
   DeleteIfOptions,
   GetOptions,
   GetResult,
+  HistoryOptions,
   ListPage,
   ObjectInfo,
   PagesOptions,
@@ -398,13 +399,14 @@ export abstract class ObjectStore extends Store implements CachedStoreContext {
 
   /**
    * Every version under `prefix`, delete markers included (`size: null`), in key order and,
-   * within a key, newest first. NotSupported when the bucket keeps no versions.
+   * within a key, newest first; with `startAfter` (drivers with `capabilities.startAfter`), only
+   * the keys after it. NotSupported when the bucket keeps no versions.
    */
   // biome-ignore lint/correctness/useYield: the default refuses before yielding anything
   async *_history(
     _bucket: string,
     _prefix: string,
-    _options?: SignalOptions,
+    _options?: HistoryOptions,
   ): AsyncIterable<VersionRecord> {
     throw this.noVersions();
   }

@@ -8,6 +8,7 @@ import type {
   Capabilities,
   GetOptions,
   GetResult,
+  HistoryOptions,
   ListPage,
   ObjectInfo,
   PagesOptions,
@@ -88,7 +89,7 @@ export class Interposer extends ObjectStore {
   override async *_history(
     bucket: string,
     prefix: string,
-    options?: SignalOptions,
+    options?: HistoryOptions,
   ): AsyncIterable<VersionRecord> {
     await this.enter('_history', [bucket, prefix]);
     yield* this.inner._history(bucket, prefix, options);

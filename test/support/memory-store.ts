@@ -26,6 +26,7 @@ import type {
   CreateMode,
   GetOptions,
   GetResult,
+  HistoryOptions,
   ListPage,
   ObjectInfo,
   PagesOptions,
@@ -130,7 +131,7 @@ async function readSource(source: PutSource): Promise<Buffer> {
 export class MemoryStore extends ObjectStore {
   readonly scheme: string;
   readonly driver = 'memory';
-  readonly capabilities: Capabilities = { versions: true, ranges: true };
+  readonly capabilities: Capabilities = { versions: true, ranges: true, startAfter: true };
   readonly backend: MemoryBackend;
   /** Calls per primitive name (`_put`, `_history`, ...) since construction or {@link resetCalls}. */
   calls: Record<string, number> = {};
@@ -357,11 +358,11 @@ export class MemoryStore extends ObjectStore {
   override async *_history(
     bucket: string,
     prefix: string,
-    options?: SignalOptions,
+    options?: HistoryOptions,
   ): AsyncIterable<VersionRecord> {
     await this.enter('_history', options?.signal);
     const b = this.versioned(bucket);
-    let after: string | undefined;
+    let after: string | undefined = options?.startAfter;
     for (;;) {
       const keys = [...b.keys.keys()]
         .filter((k) => k.startsWith(prefix) && (after === undefined || compareBytes(k, after) > 0))
