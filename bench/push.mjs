@@ -1,4 +1,6 @@
-// The many-files cases of issue 28, side by side in one run: each case runs its tools
+// The many-files cases of issue 28 on their own (`npm run bench` runs them as `--cases P`,
+// bench/many-files.mjs); this script adds `--baseline CLI`, another build beside this one. Side by
+// side in one run: each case runs its tools
 // alternately (A B A B ...), one warm-up round then --runs counted rounds, whole processes timed
 // by /usr/bin/time (wall, user + system CPU), medians reported with the load average.
 //
@@ -13,11 +15,11 @@
 // P1 needs the S3 server and rclone; the other cases need nothing but a disk. Everything is made
 // below a fresh temp directory and removed at the end.
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { seed } from './many-files.mjs';
 
 const { values: opt } = parseArgs({
   options: {
@@ -59,15 +61,6 @@ Object.assign(env, {
   RCLONE_CONFIG_CEPH_ENV_AUTH: 'false',
 });
 writeFileSync(env.RCLONE_CONFIG, '');
-
-/** `n` files of `size` random bytes in 10 sub-folders below `dir`. */
-function seed(dir, n, size) {
-  for (let i = 0; i < n; i++) {
-    const sub = path.join(dir, `d${String(i % 10).padStart(2, '0')}`);
-    if (i < 10) mkdirSync(sub, { recursive: true });
-    writeFileSync(path.join(sub, `f${String(i).padStart(6, '0')}.bin`), randomBytes(size));
-  }
-}
 
 /** Run one command under /usr/bin/time: wall and CPU seconds. */
 function timed(argv) {

@@ -8,6 +8,8 @@
 //   node bench/run.mjs --cases 8      the embedded store only (no S3 server, no peers)
 //   node bench/run.mjs --cases L      the latency cases: 20 ms round trips through a delay
 //                                          proxy in front of Ceph (bench/latency.mjs)
+//   node bench/run.mjs --cases P      the many-files cases of issue 28 (many-files.mjs); P-local
+//                                     leaves out P1 (the S3 push) and needs no server
 //   node bench/run.mjs --cases 9      the optional case 9: undici against the hand-written
 //                                          HTTP/1.1 client (bench/undici-vs-http1.mjs)
 //
@@ -47,6 +49,7 @@ import { parseArgs } from 'node:util';
 import { azureCases, azureTargets } from './azure.mjs';
 import { gcsCases, gcsTargets } from './gcs.mjs';
 import { latencyCases, latencyTargets } from './latency.mjs';
+import { manyFilesCases, manyFilesTargets } from './many-files.mjs';
 import { rcloneCopy, refetchTools as sharedRefetchTools } from './refetch-tools.mjs';
 
 const KiB = 1024;
@@ -60,7 +63,7 @@ const AWS = '/usr/bin/aws';
 const TIME = '/usr/bin/time';
 const SMALL_BUCKET = 'provcat-bench-small-v1';
 
-const DEFAULT_CASES = '1,2,3,4,5,6,7,8,L';
+const DEFAULT_CASES = '1,2,3,4,5,6,7,8,L,P';
 const { values: opt } = parseArgs({
   options: {
     cases: { type: 'string', default: DEFAULT_CASES },
@@ -87,6 +90,8 @@ if (opt.help) {
       '  --cases L       the latency cases (latency.mjs: 10 ms each way through a delay proxy, rclone); in the default set',
       '  --cases g       the GCS cases (gcs.mjs: the GCS test server, rclone, the raw GCS SDK); not in the default set',
       '  --cases az      the Azure cases (azure.mjs: Azurite, rclone, the raw Azure SDK); not in the default set',
+      '  --cases P       the many-files cases P1-P4 (many-files.mjs: push to S3 and into the embedded store, cold fetch, unchanged push); in the default set',
+      '  --cases P-local P2-P4 alone: the embedded store, no server',
       '  --runs N        counted runs of the light cases (default 5; each after one warm-up round)',
       '  --heavy-runs N  counted runs of the 10,000-file cases (default 3)',
       '  --big-runs N    counted runs of the 1 GiB cases (default 3)',
@@ -116,7 +121,7 @@ const FULL =
   opt['big-mib'] === undefined &&
   opt['local-mib'] === undefined;
 /** Cases 1–7 run against the S3 server; case 8 needs none. */
-const NEED_SERVER = [...selected].some((c) => c !== '8');
+const NEED_SERVER = [...selected].some((c) => c !== '8' && c !== 'P-local');
 const WRITE = opt['no-write'] ? false : (opt.write ?? FULL);
 /** The two small-object folders: files × bytes. */
 const SMALL_A = quick ? { files: 200, size: 4 * KiB } : { files: 1000, size: 4 * KiB };
@@ -1374,6 +1379,15 @@ try {
 
   if (selected.has('8')) cases.push(...(await localCases(env)));
 
+  if (selected.has('P') || selected.has('P-local')) {
+    // Issue 28's many-files cases (many-files.mjs); `P-local` leaves out P1, the S3 push.
+    const rmDir = (dir) => rm(dir, { recursive: true, force: true });
+    const h = { runCase, tool, freshDir, lastJson, log, cleanups, env, CLI, rm: rmDir };
+    const more = { runs: RUNS, heavyRuns: HEAVY_RUNS, makeBucket, deleteBucket };
+    const sizes = { small: quick ? 200 : SMALL_A.files, many: quick ? 2000 : 20000 };
+    cases.push(...(await manyFilesCases({ ...h, ...more, ...sizes, s3: selected.has('P') })));
+  }
+
   const result = {
     benchmark: 'provcat-bench/1',
     date: new Date().toISOString(),
@@ -1498,6 +1512,7 @@ function targets(result) {
   latencyTargets(add, ratio, row, result);
   gcsTargets(add, ratio);
   azureTargets(add, ratio);
+  manyFilesTargets(add, ratio, row);
   for (const t of ['provcat stat ?at=commit (cached)', 'provcat ls ?at=commit (cached)']) {
     const r = row('7', t)?.requests?.total;
     if (r !== undefined)
