@@ -20,9 +20,8 @@
  *
  * @module
  */
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
@@ -30,6 +29,7 @@ import type { ObjectInfo, PutBatch, PutOptions } from '../../src/contract/primit
 import { forEachLimit } from '../../src/core/concurrency.js';
 import { StoreError } from '../../src/core/errors.js';
 import { hostTag, tempName } from '../../src/core/fs-atomic.js';
+import { syncCommand, syncFileSystems } from '../../src/core/sync-fs.js';
 import { type BatchMarker, removeMarker, writeMarker } from './batch-marker.js';
 import { syncDir } from './dir-sync.js';
 import { debug, fsError, type Trace } from './fs-errors.js';
@@ -204,19 +204,6 @@ export class LocalPutBatch implements PutBatch {
   }
 }
 
-let syncPath: string | null | undefined;
-
-/** `/usr/bin/sync` or `/bin/sync` on Linux, else `null`. */
-function syncCommand(): string | null {
-  if (syncPath === undefined) {
-    syncPath =
-      process.platform === 'linux'
-        ? (['/usr/bin/sync', '/bin/sync'].find((p) => existsSync(p)) ?? null)
-        : null;
-  }
-  return syncPath;
-}
-
 /**
  * Make everything a batch wrote durable: `sync -f` (`syncfs`) of each file system written, or,
  * where that cannot run, an fsync of every file and directory written. Exported for tests
@@ -228,7 +215,9 @@ export async function syncWritten(
   command: string | null = syncCommand(),
 ): Promise<void> {
   if (written.files.length === 0 && written.dirs.size === 0) return;
-  if (command !== null && (await syncFs(command, [...written.devices.values()], trace))) return;
+  if (await syncFileSystems([...written.devices.values()], command)) return;
+  debug('cannot run %s -f; fsyncing each file', command);
+  trace(`${command ?? 'sync'} -f cannot run here; fsyncing each file of the batch instead`);
   await forEachLimit(written.files, SYNC_FALLBACK_CONCURRENCY, async (file) => {
     const handle = await fs.open(file, 'r');
     try {
@@ -241,32 +230,4 @@ export async function syncWritten(
   });
   // Deepest first is not needed: each directory's own entries are what its fsync makes durable.
   await forEachLimit(written.dirs, SYNC_FALLBACK_CONCURRENCY, (dir) => syncDir(dir, dir));
-}
-
-/**
- * Run `sync -f paths…`: true when it succeeded; false when it cannot run here (no such program,
- * no `-f`: the caller falls back). A failure of the sync itself (an I/O error) is raised.
- */
-async function syncFs(command: string, paths: string[], trace: Trace): Promise<boolean> {
-  const ended = await new Promise<{ code: number | null; error?: Error; stderr: string }>(
-    (resolve) => {
-      let stderr = '';
-      const child = spawn(command, ['-f', ...paths], { stdio: ['ignore', 'ignore', 'pipe'] });
-      child.stderr.setEncoding('utf8');
-      child.stderr.on('data', (t: string) => {
-        if (stderr.length < 4096) stderr += t;
-      });
-      child.once('error', (error) => resolve({ code: null, error, stderr }));
-      child.once('close', (code) => resolve({ code, stderr }));
-    },
-  );
-  if (ended.code === 0) return true;
-  if (ended.error !== undefined || /invalid option|unrecognized option|usage/i.test(ended.stderr)) {
-    debug('cannot run %s -f (%s); fsyncing each file', command, ended.error ?? ended.stderr.trim());
-    trace(`${command} -f cannot run here; fsyncing each file of the batch instead`);
-    return false;
-  }
-  throw new StoreError(
-    `cannot make a batch of puts durable: ${command} -f ended with ${ended.code}: ${ended.stderr.trim()}`,
-  );
 }

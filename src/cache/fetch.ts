@@ -7,6 +7,8 @@
  *   copy marked done. Its done mark is removed before the first change, so a fetch killed
  *   halfway is never taken as complete.
  * - Bytes land in a blob per (key, version) through temp + fsync + rename; views are hard links.
+ *   A folder fetch shares the fsyncs: one sync pass per group of downloads, then their renames
+ *   and links (src/cache/blob-group.ts), and a fetch that fails installs its group first.
  * - Every download is checked before its blob appears: its size, and its bytes against the digest
  *   its GET states (a recorded `sha256`, or an ETag that is a plain MD5; src/cache/content-digest.ts
  *   `statedDigest`), hashed as they stream. A mismatch (a byte flipped on the way) is
@@ -26,6 +28,7 @@ import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
 import type { Uri } from '../core/uri.js';
 import { listFiles } from '../folders/listing.js';
+import { BlobGroup } from './blob-group.js';
 import {
   type FileRecord,
   lstatOrUndefined,
@@ -113,6 +116,13 @@ function expectedOf(
   return { ...digest, uri, source };
 }
 
+/** A download a folder fetch links into its view once its group is installed. */
+interface GroupedBlob {
+  rel: string;
+  blob: string;
+  version: string;
+}
+
 /** How {@link currentBlob} looks for and writes a blob. */
 interface BlobLookup {
   signal: AbortSignal | undefined;
@@ -120,6 +130,11 @@ interface BlobLookup {
   seen?: FileRecord | undefined;
   /** Clean gone writers' temps from the blob's folder before writing there (a recovery). */
   sweep?: boolean | undefined;
+  /**
+   * Defer a download's fsync and rename to this group (src/cache/blob-group.ts), recorded with
+   * the file's path in the view.
+   */
+  group?: { group: BlobGroup<GroupedBlob>; rel: string } | undefined;
 }
 
 /**
@@ -134,7 +149,7 @@ async function currentBlob(
   key: string,
   known: ObjectInfo,
   transfer: Transfer,
-  { signal, seen, sweep }: BlobLookup,
+  { signal, seen, sweep, group }: BlobLookup,
 ): Promise<{ blob: string; info: ObjectInfo; downloaded: boolean }> {
   const identity = blobIdentity(known);
   const cached = store.cache.blobPath(store.scheme, bucket, key, identity);
@@ -166,6 +181,10 @@ async function currentBlob(
     onBytes: transfer.add,
     signal,
     digest: expectedOf(res, `${store.scheme}://${bucket}/${key}`),
+    group: group && {
+      group: group.group,
+      item: { rel: group.rel, blob, version: res.info.version },
+    },
   });
   return { blob, info: res.info, downloaded: true };
 }
@@ -338,36 +357,63 @@ async function fetchFolder(
     const totalBytes = todo.reduce((n, i) => n + ((entries[i]?.size as number) ?? 0), 0);
     const transfer = new Transfer(store, u, options, totalBytes, todo.length);
     let downloaded = 0;
-    await forEachAdaptive(
-      todo,
-      windowOf(store, options, (w, rate) =>
-        debug('%s: %d in flight (%d files/s at the smaller window)', u, w, Math.round(rate)),
-      ),
-      async (i, signal) => {
-        const e = entries[i];
-        const rel = rels[i];
-        if (!e || rel === undefined) return;
-        const key = e.uri.key;
-        const listed: ObjectInfo = {
-          key,
-          size: e.size ?? 0,
-          version: e.version ?? '',
-          versionId: e.versionId,
-        };
-        const seen = state?.files[rel];
-        const got = await currentBlob(store, bucket, key, listed, transfer, {
-          signal,
-          seen,
-          sweep: recovering,
-        });
-        if (got.downloaded) downloaded++;
+    // Downloads are made durable in groups: one sync pass, then renamed and linked (see
+    // src/cache/blob-group.ts); what a group holds is installed before the fetch returns or throws.
+    const group = new BlobGroup<GroupedBlob>(cache.root);
+    const installGroup = async (link: boolean) => {
+      for (const { rel, blob, version } of await group.flush()) {
+        if (!link) continue;
         lock.check();
-        const st = await cache.linkInto(got.blob, `${dir}/${rel}`);
-        files[rel] = recordOf(got.info.version, st);
-        transfer.fileDone();
-      },
-      options.signal,
-    );
+        const st = await cache.linkInto(blob, `${dir}/${rel}`);
+        files[rel] = recordOf(version, st);
+      }
+    };
+    try {
+      await forEachAdaptive(
+        todo,
+        windowOf(store, options, (w, rate) =>
+          debug('%s: %d in flight (%d files/s at the smaller window)', u, w, Math.round(rate)),
+        ),
+        async (i, signal) => {
+          const e = entries[i];
+          const rel = rels[i];
+          if (!e || rel === undefined) return;
+          const key = e.uri.key;
+          const listed: ObjectInfo = {
+            key,
+            size: e.size ?? 0,
+            version: e.version ?? '',
+            versionId: e.versionId,
+          };
+          const seen = state?.files[rel];
+          const got = await currentBlob(store, bucket, key, listed, transfer, {
+            signal,
+            seen,
+            sweep: recovering,
+            group: { group, rel },
+          });
+          if (got.downloaded) downloaded++;
+          if (group.holds(got.blob)) {
+            // Progress counts it now: its bytes are here, linked when the group is installed.
+            transfer.fileDone();
+            if (group.full) await installGroup(true);
+            return;
+          }
+          lock.check();
+          const st = await cache.linkInto(got.blob, `${dir}/${rel}`);
+          files[rel] = recordOf(got.info.version, st);
+          transfer.fileDone();
+        },
+        options.signal,
+      );
+    } catch (error) {
+      // Keep what was downloaded: the refetch then downloads only the rest.
+      await installGroup(false).catch((flushError: unknown) => {
+        debug('%s: cannot install the downloaded blobs: %s', u, String(flushError));
+      });
+      throw error;
+    }
+    await installGroup(true);
     lock.check();
     await cache.prune(dir, new Set(rels));
     const unchanged =

@@ -13,6 +13,9 @@
  * - a bigger Readable: written in ~1 MiB `writev` batches through the thread pool, with an early
  *   `fdatasync` every 64 MiB so the final fsync finds little left to do.
  *
+ * With `group` (a folder fetch, src/cache/blob-group.ts) the fsync and the rename are the
+ * group's, one sync pass for many blobs; the blob still appears only complete and durable.
+ *
  * Small bodies are written with direct system calls (a thread handoff would cost more than the
  * write); only the fsync, which waits on the disk, goes through the thread pool (see the module
  * comment of src/cache/cache.ts).
@@ -37,6 +40,7 @@ import type { Readable } from 'node:stream';
 import type { GetResult } from '../contract/primitives.js';
 import { StoreError } from '../core/errors.js';
 import { FileSink } from '../net/file-sink.js';
+import type { BlobGroup } from './blob-group.js';
 import { blobTempPath } from './cache-layout.js';
 import {
   type ContentDigest,
@@ -85,6 +89,13 @@ export interface InstallOptions {
    * when they match (else `ObjectIntegrityError('DigestMismatch')`, and nothing is left).
    */
   digest?: ExpectedContent | undefined;
+  /**
+   * Defer the fsync and the rename to this group's next flush (src/cache/blob-group.ts) for a
+   * body installed through a temp the group can hold (every shape but a big stream): the blob
+   * then appears only once the group is flushed (`group.holds(blob)` says which). `item` is the
+   * caller's record of it, handed back by the flush.
+   */
+  group?: { group: BlobGroup<unknown>; item: unknown } | undefined;
 }
 
 /**
@@ -210,10 +221,21 @@ export async function checkedBlob(
 
 /**
  * The last steps of an install from a temp file open as `fd`, once every byte is written and
- * checked: fsync (through the thread pool), close, rename over `blob`. When the fsync fails the
+ * checked: fsync (through the thread pool), close, rename over `blob` — or, with `group`, close
+ * and defer the fsync and rename to the group. When the fsync fails the
  * temp is closed and removed ({@link discardTemp}) and the error thrown: nothing is left.
  */
-async function sealTemp(fd: number, temp: string, blob: string): Promise<void> {
+async function sealTemp(
+  fd: number,
+  temp: string,
+  blob: string,
+  group: InstallOptions['group'],
+): Promise<void> {
+  if (group !== undefined) {
+    closeSync(fd);
+    group.group.defer(temp, blob, group.item);
+    return;
+  }
   try {
     await new Promise<void>((resolve, reject) =>
       fsync(fd, (error) => (error ? reject(error) : resolve())),
@@ -242,7 +264,7 @@ async function installFromSink(
   dirs: SafeDirs,
   blob: string,
   pipeTo: NonNullable<GetResult['pipeTo']>,
-  { expectedSize, onBytes, digest }: InstallOptions,
+  { expectedSize, onBytes, digest, group }: InstallOptions,
 ): Promise<string> {
   const temp = blobTempPath(blob);
   // Read-only from the start: the mode applies to later opens, not to this descriptor.
@@ -272,7 +294,7 @@ async function installFromSink(
     discardTemp(fd, temp);
     throw error;
   }
-  await sealTemp(fd, temp, blob);
+  await sealTemp(fd, temp, blob, group);
   return blob;
 }
 
@@ -290,7 +312,7 @@ async function installFromFile(
   dirs: SafeDirs,
   blob: string,
   source: string,
-  { expectedSize, onBytes, signal, digest }: InstallOptions,
+  { expectedSize, onBytes, signal, digest, group }: InstallOptions,
 ): Promise<string> {
   signal?.throwIfAborted();
   const temp = blobTempPath(blob);
@@ -315,7 +337,7 @@ async function installFromFile(
     discardTemp(fd, temp);
     throw error;
   }
-  await sealTemp(fd, temp, blob);
+  await sealTemp(fd, temp, blob, group);
   onBytes?.(expectedSize);
   return blob;
 }
@@ -367,7 +389,7 @@ async function writeSmallBlob(
   dirs: SafeDirs,
   blob: string,
   chunks: Buffer[],
-  { expectedSize, onBytes }: InstallOptions,
+  { expectedSize, onBytes, group }: InstallOptions,
   release?: () => void,
 ): Promise<string> {
   const temp = blobTempPath(blob);
@@ -395,7 +417,7 @@ async function writeSmallBlob(
     discardTemp(fd, temp);
     throw error;
   }
-  await sealTemp(fd, temp, blob);
+  await sealTemp(fd, temp, blob, group);
   onBytes?.(expectedSize);
   return blob;
 }

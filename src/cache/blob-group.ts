@@ -1,0 +1,87 @@
+/**
+ * {@link BlobGroup}: blob installs of one folder fetch whose fsyncs are shared — one sync pass
+ * (`sync -f` of the cache's file system, src/core/sync-fs.ts) per group of up to
+ * {@link BLOB_GROUP_MAX} blobs instead of an fsync per file.
+ *
+ * A grouped install writes and checks its temp exactly as an ungrouped one (size, digest) and
+ * closes it unsynced; the group then syncs every temp it holds, and only after that renames each
+ * over its blob. So a blob still only ever appears complete and durable (the promise of
+ * src/cache/install-blob.ts): a crash before the sync pass leaves temps, which the next fetch of
+ * the bucket sweeps, never a blob. The folder fetch links a grouped blob into its view after the
+ * flush, and flushes what it holds before it returns or throws, so a fetch stopped halfway keeps
+ * every blob it downloaded and the refetch downloads only what is missing.
+ *
+ * @module
+ */
+import { closeSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
+import { forEachLimit } from '../core/concurrency.js';
+import { syncFileSystems } from '../core/sync-fs.js';
+
+/** The most blobs one sync pass covers. */
+export const BLOB_GROUP_MAX = 16384;
+
+/** fsyncs in flight where `sync -f` cannot run. */
+const FALLBACK_CONCURRENCY = 16;
+
+/** One deferred install: the written temp and the blob it becomes. */
+interface Pending<T> {
+  temp: string;
+  blob: string;
+  item: T;
+}
+
+/** A group of deferred blob installs (see the module comment); `T` is the caller's record. */
+export class BlobGroup<T = undefined> {
+  #pending: Pending<T>[] = [];
+  readonly #held = new Set<string>();
+
+  /** A group for blobs below `root` (the cache's root: one file system). */
+  constructor(
+    private readonly root: string,
+    private readonly max = BLOB_GROUP_MAX,
+  ) {}
+
+  /** Defer the install of `temp` (written, checked, closed) as `blob`. */
+  defer(temp: string, blob: string, item: T): void {
+    this.#pending.push({ temp, blob, item });
+    this.#held.add(blob);
+  }
+
+  /** True when the install of `blob` waits for the next {@link flush}. */
+  holds(blob: string): boolean {
+    return this.#held.has(blob);
+  }
+
+  /** True when the group should be flushed now. */
+  get full(): boolean {
+    return this.#pending.length >= this.max;
+  }
+
+  /**
+   * Sync every temp deferred so far, then rename each over its blob; returns their records.
+   * When the sync fails the temps are removed and the error thrown: no blob appears.
+   */
+  async flush(): Promise<T[]> {
+    const batch = this.#pending;
+    this.#pending = [];
+    for (const p of batch) this.#held.delete(p.blob);
+    if (batch.length === 0) return [];
+    try {
+      if (!(await syncFileSystems([this.root]))) {
+        await forEachLimit(batch, FALLBACK_CONCURRENCY, async ({ temp }) => {
+          const fd = openSync(temp, 'r');
+          try {
+            fsyncSync(fd);
+          } finally {
+            closeSync(fd);
+          }
+        });
+      }
+    } catch (error) {
+      for (const { temp } of batch) rmSync(temp, { force: true });
+      throw error;
+    }
+    for (const { temp, blob } of batch) renameSync(temp, blob);
+    return batch.map((p) => p.item);
+  }
+}
