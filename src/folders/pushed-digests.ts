@@ -19,7 +19,6 @@ import type { ObjectInfo } from '../contract/primitives.js';
 
 /** Slots per digest chunk (32 bytes each: 128 KiB a chunk). */
 const CHUNK_SLOTS = 4096;
-const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 /** What a push tells its digest sink: each file's version and SHA-256 (see the module comment). */
 export interface DigestSink {
@@ -48,8 +47,8 @@ export class PushedDigests implements DigestSink {
   /** See {@link DigestSink.learn}. A later call for the same `rel` replaces the earlier one. */
   learn(rel: string, info: ObjectInfo, sha256: string | undefined): void {
     const versionId = info.versionId;
-    if (versionId === undefined || versionId === '' || sha256 === undefined) return;
-    if (!SHA256_HEX.test(sha256) || info.key !== this.prefix + rel) return;
+    if (versionId === undefined || versionId === '' || sha256?.length !== 64) return;
+    if (info.key !== this.prefix + rel) return;
     let slot = this.slots.get(rel);
     if (slot === undefined) {
       slot = this.versions.length;
@@ -62,7 +61,11 @@ export class PushedDigests implements DigestSink {
     }
     const chunk = Math.floor(slot / CHUNK_SLOTS);
     while (this.chunks.length <= chunk) this.chunks.push(Buffer.alloc(CHUNK_SLOTS * 32));
-    (this.chunks[chunk] as Buffer).write(sha256, (slot % CHUNK_SLOTS) * 32, 32, 'hex');
+    // Hex decoding stops at the first character that is not hex: 32 bytes, or no digest (the
+    // slot then matches no version).
+    if ((this.chunks[chunk] as Buffer).write(sha256, (slot % CHUNK_SLOTS) * 32, 32, 'hex') !== 32) {
+      this.versions[slot] = '';
+    }
   }
 
   /**
