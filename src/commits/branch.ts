@@ -51,6 +51,7 @@ import {
   isMetaKey,
   sha256Hex,
 } from './format.js';
+import { newestEntry } from './log.js';
 import { PageReader } from './pages/page-store.js';
 import { CommitTree } from './pages/tree.js';
 import { writePages } from './pages/write.js';
@@ -248,12 +249,17 @@ async function recordSource(
     if (!(await tree.hasUnder(folderUri.prefix))) throw nothingThere(store, bucket, source);
     return undefined;
   }
-  // The snapshot streams into pages, as a commit's does: no listing is held in memory.
+  // The snapshot streams into pages, as a commit's does: no listing is held in memory. The pages
+  // the folder's newest commit already has (an unchanged folder: all of them) are not written.
+  const pointer = await newestEntry(store, bucket, source.folder, signal);
+  const known = pointer
+    ? await (await openCommit(store, bucket, pointer.id, { signal })).pageHashes()
+    : undefined;
   const root = await snapshotStream(
     store,
     bucket,
     source.folder,
-    (files) => writePages(store, bucket, files, { mode, signal }),
+    (files) => writePages(store, bucket, files, { mode, known, signal }),
     { signal },
   );
   if (root === undefined) throw nothingThere(store, bucket, source);

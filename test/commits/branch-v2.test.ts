@@ -147,6 +147,36 @@ describe('provcat.branch/2', () => {
     expect(await rejection(s.branch(`mem://${B}/work/`, 'main'))).toBeInstanceOf(StoreError);
   });
 
+  it("a live folder's snapshot shares the pages of its newest commit", async () => {
+    const { s, store } = setup();
+    await fill(s, 'main/', 600);
+    await s.commit(`mem://${B}/main/`, 'one');
+    const pageWrites = () => {
+      let n = 0;
+      const counting = new Interposer(store(), {
+        before: (name, args) => {
+          if (
+            (name === '_create' || name === '_put') &&
+            String(args[1]).startsWith('.provcat/pages/')
+          )
+            n++;
+        },
+      });
+      return { counting, written: () => n };
+    };
+    const same = pageWrites();
+    await same.counting.branch(`mem://${B}/same/`, 'main');
+    expect(same.written()).toBe(0);
+    await s._put(B, keyOf('main/', 7), Buffer.from('changed'));
+    const other = pageWrites();
+    await other.counting.branch(`mem://${B}/other/`, 'main');
+    // The changed file's leaf and the pages above it.
+    expect(other.written()).toBeGreaterThan(0);
+    expect(other.written()).toBeLessThan(5);
+    expect((await contents(s, 'other/'))[keyOf('', 7)]).toBe('changed');
+    expect(Object.keys(await contents(s, 'same/'))).toHaveLength(600);
+  });
+
   it('a resumed branch refuses a file that is not part of it, or differs, before copying', async () => {
     const { s, store } = setup();
     await fill(s, 'main/', 40);
