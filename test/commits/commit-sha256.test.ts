@@ -221,7 +221,12 @@ describe.each(targets)('commit --from records SHA-256s ($name)', (t) => {
     expect(files.get('exact/x.txt')?.sha256).toBeUndefined();
     expect(files.get('exact/y.txt')?.sha256).toBeUndefined();
     const none = new PushedDigests('exact/');
+    // An entry without a version ID (an S3 listing): its ETag stands for the version.
     none.learn('y.txt', { ...y, versionId: undefined }, sha('why'));
+    const yRecord = { key: 'exact/y.txt', versionId: 'another', size: 3 };
+    expect(none.sha256Of({ ...yRecord, etag: y.etag })).toBe(sha('why'));
+    expect(none.sha256Of({ ...yRecord, etag: '"0123"' })).toBeUndefined();
+    expect(none.sha256Of({ ...yRecord, etag: y.etag, size: 4 })).toBeUndefined();
     none.learn('x.txt', first, 'z'.repeat(64));
     expect(
       none.sha256Of({ key: 'exact/x.txt', versionId: first.versionId as string, size: 3 }),

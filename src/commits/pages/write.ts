@@ -32,7 +32,12 @@ export interface KnownDigests {
    * The SHA-256 to record for this file record, or `undefined`. Called for every record, in key
    * order, in each pass over the files.
    */
-  sha256Of(record: { key: string; versionId: string; size: number }): string | undefined;
+  sha256Of(record: {
+    key: string;
+    versionId: string;
+    size: number;
+    etag?: string | undefined;
+  }): string | undefined;
   /**
    * A pass over the files begins: the records seen before are void (a snapshot whose listings
    * differed, or a commit that lost its log race, passes over the files again).
