@@ -3,42 +3,61 @@
  * file by file, server-side.
  *
  * The reference leaves a branch that fails halfway half made. Here a branch records its intent
- * before copying anything: `.provcat/branches/<name>.json`, a canonical JSON object
- * (`provcat.branch/1`) with the source and the exact version of every file to copy, created
- * only if absent. Running the same command again reads that record and completes the branch:
- * it copies only the files that are missing, refuses (StoreError) when a file that is there is
- * not the recorded source version (size and ETag differ) or is not part of the branch at all,
- * and writes `.provcat/branches/<name>.done` at the end. A complete branch, or a folder that
- * exists without a record, is refused as existing.
+ * before copying anything: `.provcat/branches/<name>.json` (src/commits/branch-record.ts), a
+ * canonical JSON object naming the source and where the exact version of every file to copy is
+ * recorded, created only if absent. Running the same command again reads that record and
+ * completes the branch: it copies only the files that are missing, refuses (StoreError) when a
+ * file that is there is not the recorded source version (size and ETag differ) or is not part
+ * of the branch at all, and writes `.provcat/branches/<name>.done` at the end. A complete
+ * branch, or a folder that exists without a record, is refused as existing.
  *
- * A branch from a branch copies a snapshot of the source's current versions taken like a
- * commit's (snapshot.ts), so the new branch is the source at one instant even while it changes;
- * a rerun copies that same recorded state, not the source's state at the rerun.
+ * The record does not list the files (`provcat.branch/2`): a commit names them in its pages, and
+ * a branch from a branch first writes the pages of a snapshot of the source's current versions,
+ * taken like a commit's (snapshot.ts), and records their root — so the new branch is the source
+ * at one instant even while it changes, and a rerun copies that same recorded state, not the
+ * source's state at the rerun. The copy walks the pages in key order beside a listing of the
+ * branch (a merge of two sorted streams), so its memory does not grow with the number of files.
+ * Records of `provcat.branch/1`, which list every file, are still read and resumed.
  *
  * @module
  */
+import { setMaxListeners } from 'node:events';
 import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../cache/context.js';
-import type { ObjectInfo } from '../contract/primitives.js';
+import type { CreateMode, ObjectInfo } from '../contract/primitives.js';
 import type { ProgressCallback } from '../contract/store-context.js';
-import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
+import { checkConcurrency } from '../core/concurrency.js';
 import { NotFound, OfflineMiss, StoreError, UriError } from '../core/errors.js';
 import { segmentProblem, toUri, Uri } from '../core/uri.js';
 import { createOnce, isNotFound, noCreateError, readOldest } from '../logs/small-objects.js';
 import {
-  BRANCH_FORMAT,
+  type BranchIntent,
+  type BranchIntent2,
+  type BranchSource,
+  type BranchTree,
+  branchRecordBytes,
+  parseBranchRecord,
+} from './branch-record.js';
+import {
+  BRANCH_FORMAT_2,
   branchDoneKey,
   branchIntentKey,
+  COMMIT_FORMAT_2,
   type CommitFile,
+  type CommitHead,
   canonicalJson,
   compareUtf8,
   isCommitId,
   isMetaKey,
   sha256Hex,
 } from './format.js';
+import { newestEntry } from './log.js';
+import { PageReader } from './pages/page-store.js';
+import { CommitTree } from './pages/tree.js';
+import { writePages } from './pages/write.js';
 import { hasKeysUnder } from './pin.js';
 import { commitCovers, MAX_COMMIT_BYTES, openCommit } from './read.js';
-import { snapshotFolder } from './snapshot.js';
+import { snapshotStream } from './snapshot.js';
 
 const debug = debuglog('provcat:commits');
 
@@ -49,25 +68,6 @@ export interface BranchOptions {
   concurrency?: number | undefined;
   /** Progress: files and bytes copied so far, with totals (also sent to the store's callback). */
   onProgress?: ProgressCallback | undefined;
-}
-
-/** What a branch copies from: a commit (of `folder` or a folder above it) or a live folder. */
-interface BranchSource {
-  /** The commit ID, or `null` for a snapshot of the live folder. */
-  commit: string | null;
-  /** The source folder prefix; file keys are copied relative to it. */
-  folder: string;
-}
-
-/** The intent record, `.provcat/branches/<name>.json`. */
-interface BranchIntent {
-  format: typeof BRANCH_FORMAT;
-  /** The branch's folder prefix (`name/`). */
-  branch: string;
-  source: BranchSource;
-  time: string;
-  /** The source files, exactly as copied (full source keys, their versions). */
-  files: CommitFile[];
 }
 
 async function resolveSource(
@@ -113,32 +113,6 @@ function sameSource(a: BranchSource, b: BranchSource): boolean {
 
 function describe(s: BranchSource): string {
   return s.commit ? `commit ${s.commit} at '${s.folder}'` : `folder '${s.folder}'`;
-}
-
-function parseIntent(bytes: Buffer, key: string): BranchIntent {
-  let value: BranchIntent;
-  try {
-    value = JSON.parse(bytes.toString('utf8')) as BranchIntent;
-  } catch (cause) {
-    throw new StoreError(`branch record ${key} is not JSON`, { cause });
-  }
-  const ok =
-    value !== null &&
-    typeof value === 'object' &&
-    value.format === BRANCH_FORMAT &&
-    typeof value.branch === 'string' &&
-    typeof value.source?.folder === 'string' &&
-    (value.source.commit === null || isCommitId(String(value.source.commit))) &&
-    Array.isArray(value.files) &&
-    value.files.every(
-      (f) =>
-        typeof f?.key === 'string' &&
-        f.key.startsWith(value.source.folder) &&
-        typeof f.versionId === 'string' &&
-        Number.isSafeInteger(f.size),
-    );
-  if (!ok) throw new StoreError(`branch record ${key} is not a valid ${BRANCH_FORMAT} object`);
-  return value;
 }
 
 /**
@@ -202,8 +176,9 @@ export async function branchFrom(
 
   const intentKey = branchIntentKey(name);
   const readIntent = async (): Promise<BranchIntent | undefined> => {
+    // A format 1 record lists every file: it may be as large as a format 1 commit.
     const bytes = await readOldest(store, bucket, intentKey, { limit: MAX_COMMIT_BYTES, signal });
-    return bytes && parseIntent(bytes, intentKey);
+    return bytes && parseBranchRecord(bytes, intentKey);
   };
 
   let intent = await readIntent();
@@ -211,20 +186,20 @@ export async function branchFrom(
     if (await hasKeysUnder(store, bucket, branch, signal)) {
       throw new StoreError(`branch ${branchUri} already exists`, { uri: where });
     }
-    const files = await sourceFiles(store, bucket, wanted, signal);
-    const fresh: BranchIntent = {
-      format: BRANCH_FORMAT,
+    const fresh: BranchIntent2 = {
+      format: BRANCH_FORMAT_2,
       branch,
       source: wanted,
       time: new Date().toISOString(),
-      files,
     };
-    const bytes = Buffer.from(canonicalJson(fresh), 'utf8');
-    if (await createOnce(store, bucket, intentKey, bytes, mode, signal)) intent = fresh;
-    else intent = await readIntent();
+    const tree = await recordSource(store, bucket, wanted, mode, signal);
+    if (tree) fresh.tree = tree;
+    if (await createOnce(store, bucket, intentKey, branchRecordBytes(fresh), mode, signal)) {
+      intent = fresh;
+    } else intent = await readIntent();
     if (!intent) throw new StoreError(`branch record ${intentKey} vanished while being created`);
   } else {
-    debug('branch %s: found an intent record; resuming', where);
+    debug('branch %s: found an intent record (%s); resuming', where, intent.format);
   }
   if (intent.branch !== branch || !sameSource(intent.source, wanted)) {
     throw new StoreError(
@@ -242,13 +217,27 @@ export async function branchFrom(
   return branchUri;
 }
 
-async function sourceFiles(
+function nothingThere(store: CachedStoreContext, bucket: string, source: BranchSource): NotFound {
+  // Nothing at the source: a folder that does not exist (a store has no empty folders), or a
+  // commit with no file there. Nothing was recorded or copied.
+  const where = Uri.fromKey(store.scheme, bucket, source.folder);
+  return new NotFound(`nothing to branch: ${describe(source)} holds no files (no ${where})`, {
+    uri: where.toString(),
+  });
+}
+
+/**
+ * What a new record names the files by, checked before it is written: for a commit, the commit
+ * itself (it must cover the source folder and hold a file there: `UriError`, `NotFound`); for a
+ * live folder, the page tree of a two-listing snapshot, written now (`NotFound` when empty).
+ */
+async function recordSource(
   store: CachedStoreContext,
   bucket: string,
   source: BranchSource,
+  mode: CreateMode,
   signal: AbortSignal | undefined,
-): Promise<CommitFile[]> {
-  let files: CommitFile[];
+): Promise<BranchTree | undefined> {
   if (source.commit) {
     const tree = await openCommit(store, bucket, source.commit, { signal });
     const folderUri = Uri.fromKey(store.scheme, bucket, source.folder);
@@ -257,19 +246,58 @@ async function sourceFiles(
         uri: folderUri.toString(),
       });
     }
-    files = await tree.filesUnder(folderUri.prefix);
-  } else {
-    files = await snapshotFolder(store, bucket, source.folder, { signal });
+    if (!(await tree.hasUnder(folderUri.prefix))) throw nothingThere(store, bucket, source);
+    return undefined;
   }
-  if (files.length === 0) {
-    // Nothing at the source: a folder that does not exist (a store has no empty folders), or a
-    // commit with no file there. Nothing was recorded or copied.
-    const where = Uri.fromKey(store.scheme, bucket, source.folder);
-    throw new NotFound(`nothing to branch: ${describe(source)} holds no files (no ${where})`, {
-      uri: where.toString(),
-    });
+  // The snapshot streams into pages, as a commit's does: no listing is held in memory. The pages
+  // the folder's newest commit already has (an unchanged folder: all of them) are not written.
+  const pointer = await newestEntry(store, bucket, source.folder, signal);
+  const known = pointer
+    ? await (await openCommit(store, bucket, pointer.id, { signal })).pageHashes()
+    : undefined;
+  const root = await snapshotStream(
+    store,
+    bucket,
+    source.folder,
+    (files) => writePages(store, bucket, files, { mode, known, signal }),
+    { signal },
+  );
+  if (root === undefined) throw nothingThere(store, bucket, source);
+  return { count: root.count, height: root.height, root: root.root };
+}
+
+/** The recorded source files, in key order: a commit's, a snapshot's page tree, or a format 1 list. */
+async function recordedFiles(
+  store: CachedStoreContext,
+  bucket: string,
+  intent: BranchIntent,
+  signal: AbortSignal | undefined,
+): Promise<AsyncIterable<CommitFile> | Iterable<CommitFile>> {
+  const folder = intent.source.folder;
+  if (intent.format !== BRANCH_FORMAT_2) {
+    return [...intent.files].sort((a, b) => compareUtf8(a.key, b.key));
   }
-  return files;
+  if (intent.source.commit) {
+    return (await openCommit(store, bucket, intent.source.commit, { signal })).files(folder);
+  }
+  const tree = intent.tree as BranchTree;
+  // The snapshot's tree is read, and every page verified, as a commit's pages are.
+  const label = `branch ${intent.branch}`;
+  const head = {
+    format: COMMIT_FORMAT_2,
+    id: sha256Hex(canonicalJson(intent)),
+    bucket,
+    folder,
+    parent: null,
+    number: 1,
+    message: label,
+    metadata: {},
+    time: intent.time,
+    count: tree.count,
+    tree: { root: tree.root, height: tree.height },
+  } satisfies CommitHead;
+  const pages = new PageReader(store, bucket, folder, `of ${label}`, signal);
+  return new CommitTree(head, undefined, pages).files(folder);
 }
 
 async function isDone(
@@ -287,7 +315,136 @@ async function isDone(
   }
 }
 
-/** Copy what is missing of `intent` into the branch, after checking what is there. */
+/** A listing that is not in key order (the merge then sorts the branch's listing in memory). */
+class OutOfOrder extends Error {}
+
+/** The files under the branch, in key order (or `OutOfOrder`); `sorted`: read whole and sorted. */
+async function* branchObjects(
+  store: CachedStoreContext,
+  bucket: string,
+  branch: string,
+  sorted: boolean,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<ObjectInfo> {
+  const all: ObjectInfo[] = [];
+  let previous: string | undefined;
+  for await (const page of store._pages(bucket, branch, { signal })) {
+    for (const o of page.objects) {
+      if (o.key.endsWith('/') || !o.key.startsWith(branch)) continue;
+      if (sorted) {
+        all.push(o);
+        continue;
+      }
+      if (previous !== undefined && compareUtf8(previous, o.key) >= 0) throw new OutOfOrder();
+      previous = o.key;
+      yield o;
+    }
+  }
+  if (sorted) yield* all.sort((a, b) => compareUtf8(a.key, b.key));
+}
+
+/**
+ * The recorded files the branch lacks, in key order, with their keys in the branch: a merge of
+ * the recorded files and the branch's listing, both in key order. A file the branch holds is
+ * checked against its source ({@link sameContent}); a file the branch holds that is not part of
+ * it is a `StoreError`, as is one that differs from its source.
+ */
+async function* missingFiles(
+  store: CachedStoreContext,
+  bucket: string,
+  branchUri: Uri,
+  intent: BranchIntent,
+  listing: { sorted: boolean },
+  signal: AbortSignal | undefined,
+): AsyncGenerator<[string, CommitFile]> {
+  const branch = intent.branch;
+  const from = intent.source.folder;
+  const objects = branchObjects(store, bucket, branch, listing.sorted, signal);
+  const foreign = (o: ObjectInfo) => {
+    const there = Uri.fromKey(store.scheme, bucket, o.key);
+    return new StoreError(
+      `branch ${branchUri} is unfinished and holds ${there}, which is not part of it; ` +
+        'remove it to let the branch complete',
+      { uri: there.toString() },
+    );
+  };
+  try {
+    let there = (await objects.next()).value as ObjectInfo | undefined;
+    for await (const file of await recordedFiles(store, bucket, intent, signal)) {
+      const toKey = branch + file.key.slice(from.length);
+      if (there !== undefined && compareUtf8(there.key, toKey) < 0) throw foreign(there);
+      if (there?.key === toKey) {
+        if (!sameContent(there, file)) {
+          const at = Uri.fromKey(store.scheme, bucket, toKey);
+          throw new StoreError(
+            `branch ${branchUri} is unfinished and ${at} differs from its source ` +
+              `${file.key} (version ${file.versionId}); nothing was overwritten`,
+            { uri: at.toString() },
+          );
+        }
+        there = (await objects.next()).value as ObjectInfo | undefined;
+        continue;
+      }
+      yield [toKey, file];
+    }
+    if (there !== undefined) throw foreign(there);
+  } finally {
+    await objects.return(undefined);
+  }
+}
+
+/**
+ * Run `fn` on each item of `items` as they come, at most `limit` at once; the first failure
+ * aborts the others (their signal) and is thrown once all have settled.
+ */
+async function forEachOf<T>(
+  items: AsyncIterable<T>,
+  limit: number,
+  fn: (item: T, signal: AbortSignal) => Promise<void>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const inner = new AbortController();
+  setMaxListeners(Math.max(10, limit * 2 + 4), inner.signal);
+  const onAbort = () => inner.abort(signal?.reason);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const iterator = items[Symbol.asyncIterator]();
+  let failure: { error: unknown } | undefined;
+  const fail = (error: unknown) => {
+    failure ??= { error };
+    inner.abort(error);
+  };
+  const worker = async () => {
+    while (!failure && !inner.signal.aborted) {
+      let next: IteratorResult<T>;
+      try {
+        next = await iterator.next();
+      } catch (error) {
+        fail(error);
+        return;
+      }
+      if (next.done) return;
+      try {
+        await fn(next.value, inner.signal);
+      } catch (error) {
+        fail(error);
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: limit }, worker));
+    if (failure) await iterator.return?.();
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
+  if (failure) throw (failure as { error: unknown }).error;
+  signal?.throwIfAborted();
+}
+
+/**
+ * Copy what is missing of `intent` into the branch, after checking what is there: one pass of
+ * the merge to check the branch and count what is missing (nothing is copied when a file there
+ * is refused), a second to copy it.
+ */
 async function complete(
   store: CachedStoreContext,
   bucket: string,
@@ -296,43 +453,30 @@ async function complete(
   options: BranchOptions,
 ): Promise<void> {
   const { signal } = options;
-  const branch = intent.branch;
-  const sourceFolder = intent.source.folder;
-  const target = new Map<string, CommitFile>();
-  for (const f of intent.files) target.set(branch + f.key.slice(sourceFolder.length), f);
-
-  const present = new Set<string>();
-  for await (const page of store._pages(bucket, branch, { signal })) {
-    for (const o of page.objects) {
-      if (o.key.endsWith('/')) continue;
-      const file = target.get(o.key);
-      const there = Uri.fromKey(store.scheme, bucket, o.key);
-      if (!file) {
-        throw new StoreError(
-          `branch ${branchUri} is unfinished and holds ${there}, which is not part of it; ` +
-            'remove it to let the branch complete',
-          { uri: there.toString() },
-        );
-      }
-      if (!sameContent(o, file)) {
-        throw new StoreError(
-          `branch ${branchUri} is unfinished and ${there} differs from its source ` +
-            `${file.key} (version ${file.versionId}); nothing was overwritten`,
-          { uri: there.toString() },
-        );
-      }
-      present.add(o.key);
+  const listing = { sorted: false };
+  let totalBytes = 0;
+  let totalFiles = 0;
+  const count = async () => {
+    totalBytes = 0;
+    totalFiles = 0;
+    for await (const [, f] of missingFiles(store, bucket, branchUri, intent, listing, signal)) {
+      totalBytes += f.size;
+      totalFiles += 1;
     }
+  };
+  try {
+    await count();
+  } catch (error) {
+    if (!(error instanceof OutOfOrder)) throw error;
+    debug('branch %s: the store lists out of key order; sorting the listing', branchUri);
+    listing.sorted = true;
+    await count();
   }
-  const missing = [...target.entries()]
-    .filter(([key]) => !present.has(key))
-    .sort(([a], [b]) => compareUtf8(a, b));
-  debug('branch %s: %d of %d files to copy', branchUri, missing.length, target.size);
+  debug('branch %s: %d file(s) to copy', branchUri, totalFiles);
 
   const sinks = [store.onProgress, options.onProgress].filter(
     (f): f is ProgressCallback => f !== undefined,
   );
-  const totalBytes = missing.reduce((n, [, f]) => n + f.size, 0);
   let bytes = 0;
   let files = 0;
   const report = () => {
@@ -343,13 +487,13 @@ async function complete(
         bytes,
         totalBytes,
         files,
-        totalFiles: missing.length,
+        totalFiles,
       });
     }
   };
   report();
-  await forEachLimit(
-    missing,
+  await forEachOf(
+    missingFiles(store, bucket, branchUri, intent, listing, signal),
     options.concurrency ?? store.concurrency,
     async ([toKey, file], s) => {
       const info = await store._copy(bucket, file.key, file.versionId, toKey, { signal: s });

@@ -23,11 +23,10 @@
 import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../cache/context.js';
 import { type FileFacts, sameBytes } from '../contract/entry.js';
-import type { CreateMode } from '../contract/primitives.js';
-import { Exists, InvalidArgument, OfflineMiss, StoreError } from '../core/errors.js';
+import { InvalidArgument, OfflineMiss, StoreError } from '../core/errors.js';
 import { type Backoff, backoffMs, sleep } from '../core/retry.js';
 import type { Uri } from '../core/uri.js';
-import { createOnce, noCreateError, readSmall } from '../logs/small-objects.js';
+import { createOnce, noCreateError } from '../logs/small-objects.js';
 import {
   COMMIT_FORMAT_2,
   type CommitBody2,
@@ -39,15 +38,21 @@ import {
   sha256Hex,
 } from './format.js';
 import { checkEntry, folderOf, newestEntry } from './log.js';
-import { TreeBuilder, type TreeRoot } from './pages/build.js';
 import { diffTrees } from './pages/diff-trees.js';
-import { MAX_PAGE_BYTES, pageKey } from './pages/page-format.js';
-import { cachePage, PageReader } from './pages/page-store.js';
+import { PageReader } from './pages/page-store.js';
 import { CommitTree } from './pages/tree.js';
+import {
+  type KnownDigests,
+  type PageWrites,
+  writeContentAddressed,
+  writePages,
+} from './pages/write.js';
 import { cacheCommit, MAX_COMMIT_BYTES, openCommit } from './read.js';
 import { snapshotStream } from './snapshot.js';
 
 const debug = debuglog('provcat:commits');
+
+export type { KnownDigests };
 
 /** The wait after a lost log race: full jitter, at most 320 ms (after five losses in a row). */
 const RACE_BACKOFF: Backoff = { baseMs: 10, capMs: 1000 };
@@ -72,14 +77,6 @@ export function checkMessage(message: unknown, where: string): void {
   if (typeof message !== 'string' || message.trim() === '') {
     throw new InvalidArgument(`commit of ${where} refused: the message is empty`, { uri: where });
   }
-}
-
-/**
- * What a committer knows of files beyond what the listing says: the SHA-256 of one exact version
- * of a key (`commit --from`: src/folders/pushed-digests.ts), or `undefined`.
- */
-export interface KnownDigests {
-  sha256Of(record: { key: string; versionId: string; size: number }): string | undefined;
 }
 
 /** What {@link sameBytes} compares of a commit's file record. */
@@ -110,89 +107,6 @@ async function sameFiles(parent: CommitTree, next: CommitTree): Promise<boolean>
   return true;
 }
 
-/** What a commit wrote: pages written (the others were its parent's, or already there). */
-export interface PageWrites {
-  written: number;
-  shared: number;
-}
-
-/**
- * Write the page tree of `files` (in key order): each page the parent's tree does not name is
- * created (content-addressed; an existing copy is checked and rewritten if corrupt), and cached.
- */
-async function writePages(
-  store: CachedStoreContext,
-  bucket: string,
-  files: Iterable<CommitFile> | AsyncIterable<CommitFile>,
-  known: ReadonlySet<string>,
-  mode: CreateMode,
-  signal: AbortSignal | undefined,
-  counts: PageWrites,
-  where: string,
-  digests: KnownDigests | undefined,
-): Promise<TreeRoot> {
-  const done = new Set<string>();
-  // Up to the store's concurrency of page writes in flight; the first failure fails the commit.
-  const inflight = new Set<Promise<void>>();
-  const state: { failure?: { error: unknown } } = {};
-  const check = (): void => {
-    if (state.failure) throw state.failure.error;
-  };
-  const write = async (hash: string, bytes: Buffer) => {
-    const key = pageKey(hash);
-    await writeContentAddressed(store, bucket, key, hash, bytes, mode, signal, MAX_PAGE_BYTES);
-    counts.written++;
-    try {
-      await cachePage(store, bucket, hash, bytes);
-    } catch (error) {
-      // A cache that cannot be written only costs a read later.
-      debug('could not cache page %s: %s', hash, error);
-    }
-  };
-  const builder = new TreeBuilder(async (hash, bytes) => {
-    check();
-    if (known.has(hash) || done.has(hash)) {
-      counts.shared++;
-      return;
-    }
-    done.add(hash);
-    const tracked: Promise<void> = write(hash, bytes).then(
-      () => {
-        inflight.delete(tracked);
-      },
-      (error: unknown) => {
-        state.failure ??= { error };
-        inflight.delete(tracked);
-      },
-    );
-    inflight.add(tracked);
-    while (inflight.size >= store.concurrency) await Promise.race(inflight);
-    check();
-  });
-  const settle = async () => {
-    await Promise.all(inflight);
-    check();
-  };
-  let n = 0;
-  try {
-    for await (const f of files) {
-      const sha256 = digests?.sha256Of(f);
-      if (sha256 !== undefined) f.sha256 = sha256;
-      await builder.add(f);
-      n++;
-    }
-    if (n === 0) {
-      throw new StoreError(`commit of ${where} refused: the folder has no files`, { uri: where });
-    }
-    const root = await builder.finish();
-    await settle();
-    return root;
-  } finally {
-    // Never leave a write running past the commit's return or failure.
-    await Promise.all(inflight);
-  }
-}
-
 function checkMetadata(metadata: unknown): Record<string, string> {
   if (metadata === undefined) return {};
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
@@ -204,35 +118,6 @@ function checkMetadata(metadata: unknown): Record<string, string> {
     out[k] = v;
   }
   return out;
-}
-
-/** Write a content-addressed object (a commit or a page), repairing a current copy that is corrupt. */
-async function writeContentAddressed(
-  store: CachedStoreContext,
-  bucket: string,
-  key: string,
-  id: string,
-  bytes: Buffer,
-  mode: CreateMode,
-  signal: AbortSignal | undefined,
-  limit: number,
-): Promise<void> {
-  if (mode !== 'atomic') {
-    // A plain put is safe here: every writer of this key writes these very bytes.
-    await store._put(bucket, key, bytes, { size: bytes.byteLength, signal });
-    return;
-  }
-  try {
-    await store._create(bucket, key, bytes, { signal });
-    return;
-  } catch (error) {
-    if (!(error instanceof Exists)) throw error;
-  }
-  const there = await readSmall(store, bucket, key, { limit, signal });
-  if (sha256Hex(there) !== id) {
-    debug('object %s was corrupt; writing it again', key);
-    await store._put(bucket, key, bytes, { size: bytes.byteLength, signal });
-  }
 }
 
 /**
@@ -290,7 +175,21 @@ export async function commitFolder(
       store,
       bucket,
       folder,
-      (files) => writePages(store, bucket, files, known, mode, signal, counts, where, digests),
+      async (files) => {
+        const root = await writePages(store, bucket, files, {
+          mode,
+          known,
+          counts,
+          digests,
+          signal,
+        });
+        if (root === undefined) {
+          throw new StoreError(`commit of ${where} refused: the folder has no files`, {
+            uri: where,
+          });
+        }
+        return root;
+      },
       { signal },
     );
     const number = (parent?.head.number ?? 0) + 1;

@@ -37,8 +37,14 @@ export const COMMIT_FORMAT_2 = 'provcat.commit/2';
 /** Either commit format. */
 export type CommitFormat = typeof COMMIT_FORMAT | typeof COMMIT_FORMAT_2;
 
-/** The `format` of branch intent records. */
+/** The `format` of branch intent records that list every file (read for ever, no longer written). */
 export const BRANCH_FORMAT = 'provcat.branch/1';
+
+/**
+ * The `format` of the branch intent records this version writes: the source's commit ID, or the
+ * root of its snapshot's page tree, instead of its files (src/commits/branch-record.ts).
+ */
+export const BRANCH_FORMAT_2 = 'provcat.branch/2';
 
 /** Log entry N is named `10^15 - N` (src/logs/create-only-log.ts). */
 export { compareUtf8, isMetaKey, LOG_BASE, logName, META_PREFIX, numberOfLogKey };

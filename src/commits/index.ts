@@ -11,6 +11,7 @@ export { type BranchOptions, branchFrom } from './branch.js';
 export { COMMIT_ATTEMPTS, type CommitOptions, commitFolder } from './commit.js';
 export {
   BRANCH_FORMAT,
+  BRANCH_FORMAT_2,
   COMMIT_FORMAT,
   COMMIT_FORMAT_2,
   type Commit,

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { CommitOptions } from '../commits/commit.js';
+import type { CommitOptions, KnownDigests } from '../commits/commit.js';
 import { checkConcurrency } from '../core/concurrency.js';
 import { NotCommitted } from '../core/errors.js';
 import { toUri, type Uri } from '../core/uri.js';
@@ -72,8 +72,21 @@ export async function commitFrom(
   );
   const { commitFolder } = await import('../commits/commit.js');
   let pinned: Uri;
+  // The files of the commit that the local folder lacks, seen as its records stream into pages
+  // (the last pass is the commit's: a pass begins again when a snapshot is retried).
+  const extra: string[] = [];
+  const known: KnownDigests = {
+    begin: () => {
+      extra.length = 0;
+    },
+    sha256Of: (record) => {
+      const rel = record.key.slice(prefix.length);
+      if (!local.has(rel)) extra.push(rel);
+      return digests.sha256Of(record);
+    },
+  };
   try {
-    pinned = await commitFolder(store, pushed.uri, message, options, digests);
+    pinned = await commitFolder(store, pushed.uri, message, options, known);
   } catch (cause) {
     const why = cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
     throw new NotCommitted(
@@ -89,14 +102,6 @@ export async function commitFrom(
         },
       },
     );
-  }
-  const { openCommit } = await import('../commits/read.js');
-  const at = pinned.at as NonNullable<Uri['at']>;
-  const tree = await openCommit(store, pinned.bucket, at.id, { signal: options.signal });
-  const extra: string[] = [];
-  for await (const f of tree.files(pinned.prefix)) {
-    const rel = f.key.slice(pinned.prefix.length);
-    if (!local.has(rel)) extra.push(rel);
   }
   return { uri: pinned, push: pushed, extra };
 }

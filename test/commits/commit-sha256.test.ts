@@ -28,6 +28,7 @@ import {
 import { loadCommit, openCommit } from '../../src/commits/read.js';
 import { ObjectIntegrityError } from '../../src/core/errors.js';
 import type { Uri } from '../../src/core/uri.js';
+import { commitFrom } from '../../src/folders/commit-from.js';
 import { PushedDigests } from '../../src/folders/pushed-digests.js';
 import type { ObjectStore } from '../../src/store/object-store.js';
 import { rejection } from '../../src/testing/rejection.js';
@@ -126,7 +127,10 @@ describe.each(targets)('commit --from records SHA-256s ($name)', (t) => {
     const store = await open();
     const uri = folderUri('every');
     await store.put(`${uri}already.txt`, Buffer.from('there before\n'));
-    const c1 = await store.commit(uri, 'one', { from: local });
+    const made = await commitFrom(store, local, uri, 'one');
+    // The commit's file the local folder lacks, found as the records streamed into pages.
+    expect(made.extra).toEqual(['already.txt']);
+    const c1 = made.uri;
     const files = await records(store, t.bucket, idOf(c1));
     expect([...files.keys()].sort()).toEqual(
       [...Object.keys(tree), 'already.txt'].map((rel) => `every/${rel}`).sort(),
@@ -217,7 +221,16 @@ describe.each(targets)('commit --from records SHA-256s ($name)', (t) => {
     expect(files.get('exact/x.txt')?.sha256).toBeUndefined();
     expect(files.get('exact/y.txt')?.sha256).toBeUndefined();
     const none = new PushedDigests('exact/');
+    // An entry without a version ID (an S3 listing): its ETag stands for the version.
     none.learn('y.txt', { ...y, versionId: undefined }, sha('why'));
+    const yRecord = { key: 'exact/y.txt', versionId: 'another', size: 3 };
+    expect(none.sha256Of({ ...yRecord, etag: y.etag })).toBe(sha('why'));
+    expect(none.sha256Of({ ...yRecord, etag: '"0123"' })).toBeUndefined();
+    expect(none.sha256Of({ ...yRecord, etag: y.etag, size: 4 })).toBeUndefined();
+    none.learn('x.txt', first, 'z'.repeat(64));
+    expect(
+      none.sha256Of({ key: 'exact/x.txt', versionId: first.versionId as string, size: 3 }),
+    ).toBe(undefined);
     expect(none.sha256Of({ key: 'exact/y.txt', versionId: y.versionId as string, size: 3 })).toBe(
       undefined,
     );

@@ -5,11 +5,13 @@
  *
  * @module
  */
+import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
+import { loadCommit } from '../../src/commits/read.js';
 import {
   InvalidArgument,
   NotCommitted,
@@ -241,6 +243,12 @@ export function folderFlows(target: FolderFlowsTarget): void {
       expect(await storeTree(target, exact.toString())).toEqual(await readTree(dir));
       const log = await store.log(uri);
       expect(log.map((c) => c.message)).toEqual(['the folder as it is', 'keep the stale file']);
+      // Each file's record carries the SHA-256 of its bytes, which the push knew.
+      const local = await readTree(dir);
+      for (const f of (await loadCommit(store, exact.bucket, exact.at?.id as string)).files) {
+        const bytes = local[f.key.slice(exact.prefix.length)] as Buffer;
+        expect(f.sha256, f.key).toBe(createHash('sha256').update(bytes).digest('hex'));
+      }
       await store.close();
     }, 120_000);
 
