@@ -99,6 +99,8 @@ interface Range<T> {
   first?: string | undefined;
   /** Entries listed in it. */
   count: number;
+  /** The entries per unit of key space of the range it was cut from, if known. */
+  inherited?: number | undefined;
   items: T[];
   state: 'waiting' | 'listing' | 'done';
   iterator?: AsyncIterator<T> | undefined;
@@ -314,7 +316,9 @@ class Merge<T> {
    * yet is started; a range being listed is cut about one target past where it has got to, and
    * the rest, right after it, is started, when its own listing so far says it holds more than
    * two targets more. Only a range that has listed a page itself is judged (a density carried
-   * over from elsewhere misleads: names dense in one subfolder say nothing of the next), and a
+   * over from elsewhere misleads: names dense in one subfolder say nothing of the next; the open
+   * tail cut off such a range is the exception, judged by its parent's density until it has
+   * listed a page, since it may wait for room in the buffer), and a
    * range with an upper cut only once it has listed a target (the subfolders of one delimiter
    * listing are already good ranges; zero-padded names make any density overrate what is left,
    * and a cut past a range's last key costs a request for nothing). False when none needs one.
@@ -329,12 +333,20 @@ class Merge<T> {
       }
       if (r.state !== 'listing' || r.uncuttable || !this.config.cutWhileListing) continue;
       if (this.ranges.length >= MAX_RANGES) return false;
-      if (r.count < (r.hi === undefined ? firstPage : target)) continue;
       const from = r.lo ?? r.first;
-      const pos = r.pos;
+      const pos = r.pos ?? r.lo;
       if (from === undefined || pos === undefined) continue;
-      const covered = space.span(from, pos);
-      const density = covered > 0 ? r.count / covered : undefined;
+      let density: number | undefined;
+      if (r.count >= (r.hi === undefined ? firstPage : target)) {
+        const covered = space.span(from, pos);
+        density = covered > 0 ? r.count / covered : undefined;
+      } else if (r.hi === undefined && r.inherited !== undefined) {
+        // The open tail cut off a range that had listed enough: its density, until the tail
+        // has listed a page of its own (it may be waiting for room in the buffer meanwhile).
+        density = r.inherited;
+      } else {
+        continue;
+      }
       const cut =
         density === undefined
           ? space.midpoint(pos, r.hi)
@@ -350,6 +362,7 @@ class Merge<T> {
         hi: r.hi,
         pos: undefined,
         count: 0,
+        inherited: density,
         items: [],
         state: 'waiting',
       };
