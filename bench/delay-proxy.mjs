@@ -1,7 +1,9 @@
 // A delay proxy in a process of its own, for the latency cases (latency.mjs): the fault proxy
 // (dist/src/testing/fault-proxy.js) holding every byte `--ms` milliseconds each way in
 // front of `--target`. It prints its URL on stdout and runs until killed. Its own process, so
-// that the benchmark's synchronous runs (spawnSync) never stop it forwarding.
+// that the benchmark's synchronous runs (spawnSync) never stop it forwarding. On SIGUSR2 it
+// prints one JSON line of its counters (`requests`, `connections`): parallel-listing.mjs counts
+// the requests of a listing with it.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -14,4 +16,8 @@ const proxy = await startFaultProxy({
   faults: [{ kind: 'latency', ms: Number(values.ms ?? 10) }],
 });
 process.stdout.write(`${proxy.url}\n`);
+process.on('SIGUSR2', () => {
+  const { requests, connections } = proxy.stats();
+  process.stdout.write(`${JSON.stringify({ requests, connections })}\n`);
+});
 process.on('SIGTERM', () => proxy.close().then(() => process.exit(0)));

@@ -41,16 +41,22 @@ export interface SnapshotOptions {
   signal?: AbortSignal | undefined;
   /** Pairs of listings to try (default {@link SNAPSHOT_ATTEMPTS}). */
   attempts?: number | undefined;
+  /**
+   * Key ranges each listing reads at once (src/folders/parallel-listing.ts; default 8); 1
+   * lists sequentially. The same listing either way.
+   */
+  concurrency?: number | undefined;
 }
 
 async function listVersions(
   store: StoreContext,
   bucket: string,
   folder: string,
-  signal: AbortSignal | undefined,
+  options: SnapshotOptions,
 ): Promise<VersionRecord[]> {
   const out: VersionRecord[] = [];
-  for await (const r of historyListing(store, bucket, folder, { signal })) {
+  const { signal, concurrency } = options;
+  for await (const r of historyListing(store, bucket, folder, { signal, concurrency })) {
     if (isMetaKey(r.key) || !r.key.startsWith(folder)) continue;
     out.push(r);
   }
@@ -98,8 +104,8 @@ export async function snapshotFolder(
   let listing: VersionRecord[] | undefined;
   for (let attempt = 0; attempt < attempts; attempt++) {
     if (attempt > 0) await sleep(backoffMs(attempt, Math.random, LISTING_BACKOFF), signal);
-    const a = await listVersions(store, bucket, folder, signal);
-    const b = await listVersions(store, bucket, folder, signal);
+    const a = await listVersions(store, bucket, folder, options);
+    const b = await listVersions(store, bucket, folder, options);
     if (sameListing(a, b)) {
       listing = b;
       break;
@@ -168,6 +174,7 @@ export async function snapshotStream<T>(
   options: SnapshotOptions = {},
 ): Promise<T> {
   const { signal } = options;
+  const listing = { signal, concurrency: options.concurrency };
   const attempts = options.attempts ?? SNAPSHOT_ATTEMPTS;
   const where = Uri.fromKey(store.scheme, bucket, folder);
   const inFolder = (r: VersionRecord) => !isMetaKey(r.key) && r.key.startsWith(folder);
@@ -180,7 +187,7 @@ export async function snapshotStream<T>(
       let twice: string | undefined;
       let previous: string | undefined;
       let previousFile: string | undefined;
-      for await (const r of historyListing(store, bucket, folder, { signal })) {
+      for await (const r of historyListing(store, bucket, folder, listing)) {
         if (!inFolder(r)) continue;
         if (previous !== undefined && compareUtf8(previous, r.key) > 0) throw new OutOfOrder();
         previous = r.key;
@@ -198,7 +205,7 @@ export async function snapshotStream<T>(
       const second = createHash('sha256');
       const files = async function* (): AsyncGenerator<CommitFile> {
         let last: string | undefined;
-        for await (const r of historyListing(store, bucket, folder, { signal })) {
+        for await (const r of historyListing(store, bucket, folder, listing)) {
           if (!inFolder(r)) continue;
           if (last !== undefined && compareUtf8(last, r.key) > 0) throw new OutOfOrder();
           last = r.key;

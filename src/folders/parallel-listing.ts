@@ -8,16 +8,20 @@
  * `concurrency` of them are listed at once, each from its lower cut until it lists a key past
  * its upper one. Because the ranges partition the key space and each is in key order, their
  * concatenation in range order is exactly the sequential listing, whatever the cuts: all the
- * versions of one key fall in one range, and nothing is listed twice or skipped. Where the cuts
- * come from is src/folders/range-splits.ts: the subfolders of one delimiter listing, then cuts
- * in the middle of whatever range still has the most key space left whenever a slot is free
- * (which also covers a flat folder and one huge subfolder).
+ * versions of one key fall in one range, and nothing is listed twice or skipped.
  *
  * The sequential listing is also the first range: a listing whose first page (1,000 entries) is
- * all there is costs one request as before and fans out nothing; a longer one keeps listing in
- * its first range while the others start. Memory is bounded: the merge hands on the first
- * range's entries as they come, and the ranges after it buffer at most `buffered` entries
- * between them (a range waits beyond that), so a slow first range holds at most that much.
+ * all there is costs one request as before and fans out nothing. A longer one keeps listing in
+ * its first range while the others start, cut first at the folder's subfolders (one delimiter
+ * listing), then, whenever a slot is free, the first range from the merge's position on that is
+ * expected to hold more than two targets (a target: `buffered / concurrency` entries, five pages
+ * by default) is cut about one target past where it has got to (src/folders/range-splits.ts
+ * places the cut from the key density that range has listed; see `next` for which qualify). So the ranges being listed are the ones
+ * the merge needs next, each short enough to be listed through within the buffer. Memory is
+ * bounded: the merge hands on the first range's entries as they come (it waits beyond two pages),
+ * and the ranges after it hold at most `buffered` entries between them (a range waits beyond
+ * that). The price is one request per range beyond its pages: the page that reads past its upper
+ * cut, whose entries belong to the next range (a store cannot be told where to stop).
  * Any range's failure fails the listing (never a listing cut short, which would read as
  * deletions); stopping early aborts every range's request.
  *
@@ -95,6 +99,8 @@ interface Range<T> {
   first?: string | undefined;
   /** Entries listed in it. */
   count: number;
+  /** The entries per unit of key space of the range it was cut from, if known. */
+  inherited?: number | undefined;
   items: T[];
   state: 'waiting' | 'listing' | 'done';
   iterator?: AsyncIterator<T> | undefined;
@@ -170,6 +176,7 @@ export async function* parallelListing<T>(
     concurrency,
     buffered,
     target: Math.max(1, Math.floor(buffered / concurrency)),
+    firstPage,
     headCap: 2 * firstPage,
     space: new KeySpace(options.prefix ?? '', keys),
     cutWhileListing: options.cutWhileListing ?? true,
@@ -190,6 +197,7 @@ interface MergeConfig {
   buffered: number;
   /** Entries a range is cut to: `buffered / concurrency`. */
   target: number;
+  firstPage: number;
   headCap: number;
   space: KeySpace;
   cutWhileListing: boolean;
@@ -208,6 +216,7 @@ class Merge<T> {
   private readonly changed = new Wake();
   private readonly room = new Wake();
   private readonly running = new Set<Promise<void>>();
+  private wakePending = false;
 
   constructor(
     private readonly source: RangeSource<T>,
@@ -278,6 +287,19 @@ class Merge<T> {
     if (this.ranges.length === 0) await first.return?.();
   }
 
+  /**
+   * Wake the merge once the listings have run out of entries already in memory (the rest of a
+   * page): one wake-up per page of the first range, not one per entry.
+   */
+  private wakeSoon(): void {
+    if (this.wakePending) return;
+    this.wakePending = true;
+    setImmediate(() => {
+      this.wakePending = false;
+      this.changed.notify();
+    });
+  }
+
   private isHead(range: Range<T>): boolean {
     return this.ranges[this.head] === range;
   }
@@ -291,14 +313,18 @@ class Merge<T> {
 
   /**
    * Give a free slot to the first range from the head on that needs one: a range not started
-   * yet is started; a range being listed that is expected to hold more than two targets is cut
-   * about one target after where it has got to, and the rest, right after it, is started. So
-   * the ranges being listed are the ones the merge needs next, each about a target long, and the
-   * ranges after the first can be listed through within `buffered`. False when no range needs one.
+   * yet is started; a range being listed is cut about one target past where it has got to, and
+   * the rest, right after it, is started, when its own listing so far says it holds more than
+   * two targets more. Only a range that has listed a page itself is judged (a density carried
+   * over from elsewhere misleads: names dense in one subfolder say nothing of the next; the open
+   * tail cut off such a range is the exception, judged by its parent's density until it has
+   * listed a page, since it may wait for room in the buffer), and a
+   * range with an upper cut only once it has listed a target (the subfolders of one delimiter
+   * listing are already good ranges; zero-padded names make any density overrate what is left,
+   * and a cut past a range's last key costs a request for nothing). False when none needs one.
    */
   private next(): boolean {
-    const { space, stats, target } = this.config;
-    const density = this.density();
+    const { space, stats, target, firstPage } = this.config;
     for (let i = this.head; i < this.ranges.length; i++) {
       const r = this.ranges[i] as Range<T>;
       if (r.state === 'waiting') {
@@ -307,21 +333,28 @@ class Merge<T> {
       }
       if (r.state !== 'listing' || r.uncuttable || !this.config.cutWhileListing) continue;
       if (this.ranges.length >= MAX_RANGES) return false;
-      const from = r.pos ?? r.lo;
-      if (from === undefined) continue;
-      const expected =
-        density === undefined
-          ? r.count >= 2 * target
-            ? Number.POSITIVE_INFINITY
-            : 0
-          : density * space.span(from, r.hi);
-      if (expected < 2 * target) continue;
+      const from = r.lo ?? r.first;
+      const pos = r.pos ?? r.lo;
+      if (from === undefined || pos === undefined) continue;
+      let density: number | undefined;
+      if (r.count >= (r.hi === undefined ? firstPage : target)) {
+        const covered = space.span(from, pos);
+        density = covered > 0 ? r.count / covered : undefined;
+      } else if (r.hi === undefined && r.inherited !== undefined) {
+        // The open tail cut off a range that had listed enough: its density, until the tail
+        // has listed a page of its own (it may be waiting for room in the buffer meanwhile).
+        density = r.inherited;
+      } else {
+        continue;
+      }
       const cut =
         density === undefined
-          ? space.midpoint(from, r.hi)
-          : space.cutAfter(from, r.hi, target / density);
+          ? space.midpoint(pos, r.hi)
+          : density * space.span(pos, r.hi) < 2 * target
+            ? undefined
+            : space.cutAfter(pos, r.hi, target / density);
       if (cut === undefined) {
-        r.uncuttable = true;
+        r.uncuttable = density === undefined;
         continue;
       }
       const rest: Range<T> = {
@@ -329,6 +362,7 @@ class Merge<T> {
         hi: r.hi,
         pos: undefined,
         count: 0,
+        inherited: density,
         items: [],
         state: 'waiting',
       };
@@ -342,24 +376,6 @@ class Merge<T> {
       return true;
     }
     return false;
-  }
-
-  /**
-   * Entries per unit of key space ({@link KeySpace.span}) in what has been listed so far: the
-   * spans each range has been listed through (to its end once done), `undefined` before any.
-   */
-  private density(): number | undefined {
-    const { space } = this.config;
-    let listed = 0;
-    let covered = 0;
-    for (const r of this.ranges) {
-      const from = r.lo ?? r.first;
-      if (from === undefined) continue;
-      listed += r.count;
-      if (r.state === 'done') covered += space.span(from, r.hi);
-      else if (r.pos !== undefined) covered += space.span(from, r.pos);
-    }
-    return covered > 0 && listed > 0 ? listed / covered : undefined;
   }
 
   /** List one range into its buffer until it ends or lists a key past its upper cut. */
@@ -397,7 +413,7 @@ class Merge<T> {
         range.pos = key;
         range.first ??= key;
         range.count++;
-        if (this.isHead(range)) this.changed.notify();
+        if (this.isHead(range)) this.wakeSoon();
         else this.held++;
       }
     } catch (error) {

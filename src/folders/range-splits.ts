@@ -8,14 +8,15 @@
  *   best cuts there are, found in one request; each cut is a subfolder's name without its
  *   delimiter, so a range holds whole subfolders. Grouped evenly by count to a few ranges per
  *   listing slot: their sizes are unknown, and more, smaller ranges keep every slot busy.
- * - **A flat folder** ({@link KeySpace}): a store can neither count keys nor seek to the median
- *   one, and the first page shows only the smallest 1,000 keys. So a range is cut at the middle
- *   of its remaining span, `(last key listed, upper bound)`, read as a number: each key is a
- *   sequence of digits over the alphabet of code points seen in the sample (the first page), one
- *   digit below them all for "the key ends here". Uniform names (hashes, UUIDs) are cut evenly
- *   at once; clustered ones (`img_000123.jpg`) take a few cuts that land in empty space first,
- *   each costing one short request and halving the gap, until the cuts reach the keys (bisection:
- *   about 4 cuts per character of base-16 names, run while the first range keeps listing).
+ * - **Past the subfolders** ({@link KeySpace}): a store can neither count keys nor seek to the
+ *   n-th one, and the first page shows only the smallest 1,000 keys. So a key is read as a number:
+ *   a sequence of digits over the alphabet of code points seen in the first page, one digit
+ *   below them all for "the key ends here" (UTF-8 byte order is code point order, so the numbers
+ *   order as the keys do). The entries listed so far per unit of that number give a density, and
+ *   a range is cut where about the wanted number of entries should lie ({@link KeySpace.cutAfter},
+ *   by halving the span). Uniform names (hashes, UUIDs) are cut evenly at once; clustered ones
+ *   (`img_000123.jpg`) at first land cuts in empty space, each costing one short request, and the
+ *   density then corrects itself. A wrong estimate costs time or requests, never entries.
  *
  * @module
  */

@@ -109,7 +109,9 @@ describe('parallelListing', () => {
             if (c.kind === 'any') return `${prefix}${c.name}`;
             const key = keys.length > 0 ? (keys[c.i % keys.length] as string) : prefix;
             if (c.kind === 'key') return key;
-            if (c.kind === 'shorter') return key.slice(0, Math.max(prefix.length, key.length - 1));
+            // Cuts are whole code points (a lone surrogate is no key a store could list).
+            if (c.kind === 'shorter')
+              return `${prefix}${[...key.slice(prefix.length)].slice(0, -1).join('')}`;
             return `${key}/`;
           });
           const stats: ListingStats = { ranges: 0, cuts: 0 };
