@@ -29,7 +29,7 @@ import type { ObjectInfo, PutBatch, PutOptions } from '../../src/contract/primit
 import { forEachLimit } from '../../src/core/concurrency.js';
 import { StoreError } from '../../src/core/errors.js';
 import { hostTag, tempName } from '../../src/core/fs-atomic.js';
-import { syncCommand, syncFileSystems } from '../../src/core/sync-fs.js';
+import { SYNCFS_MIN_FILES, syncCommand, syncFileSystems } from '../../src/core/sync-fs.js';
 import { type BatchMarker, removeMarker, writeMarker } from './batch-marker.js';
 import { syncDir } from './dir-sync.js';
 import { debug, fsError, type Trace } from './fs-errors.js';
@@ -206,7 +206,8 @@ export class LocalPutBatch implements PutBatch {
 
 /**
  * Make everything a batch wrote durable: `sync -f` (`syncfs`) of each file system written, or,
- * where that cannot run, an fsync of every file and directory written. Exported for tests
+ * for a batch of fewer than {@link SYNCFS_MIN_FILES} files or where that cannot run, an fsync of
+ * every file and directory written. Exported for tests
  * (`command: null` takes the fallback).
  */
 export async function syncWritten(
@@ -215,9 +216,11 @@ export async function syncWritten(
   command: string | null = syncCommand(),
 ): Promise<void> {
   if (written.files.length === 0 && written.dirs.size === 0) return;
-  if (await syncFileSystems([...written.devices.values()], command)) return;
-  debug('cannot run %s -f; fsyncing each file', command);
-  trace(`${command ?? 'sync'} -f cannot run here; fsyncing each file of the batch instead`);
+  if (written.files.length >= SYNCFS_MIN_FILES) {
+    if (await syncFileSystems([...written.devices.values()], command)) return;
+    debug('cannot run %s -f; fsyncing each file', command);
+    trace(`${command ?? 'sync'} -f cannot run here; fsyncing each file of the batch instead`);
+  }
   await forEachLimit(written.files, SYNC_FALLBACK_CONCURRENCY, async (file) => {
     const handle = await fs.open(file, 'r');
     try {

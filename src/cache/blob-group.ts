@@ -15,7 +15,7 @@
  */
 import { closeSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
 import { forEachLimit } from '../core/concurrency.js';
-import { syncFileSystems } from '../core/sync-fs.js';
+import { SYNCFS_MIN_FILES, syncFileSystems } from '../core/sync-fs.js';
 
 /** The most blobs one sync pass covers. */
 export const BLOB_GROUP_MAX = 16384;
@@ -67,7 +67,7 @@ export class BlobGroup<T = undefined> {
     for (const p of batch) this.#held.delete(p.blob);
     if (batch.length === 0) return [];
     try {
-      if (!(await syncFileSystems([this.root]))) {
+      if (batch.length < SYNCFS_MIN_FILES || !(await syncFileSystems([this.root]))) {
         await forEachLimit(batch, FALLBACK_CONCURRENCY, async ({ temp }) => {
           const fd = openSync(temp, 'r');
           try {

@@ -11,6 +11,13 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { StoreError } from './errors.js';
 
+/**
+ * The fewest files a sync pass covers by `sync -f`. `syncfs` flushes the whole file system, so
+ * it also waits for whatever other programs left dirty there: worth it against hundreds of
+ * fsyncs, not against a few, so a smaller pass fsyncs its own files and costs only their writes.
+ */
+export const SYNCFS_MIN_FILES = 64;
+
 let syncPath: string | null | undefined;
 
 /** `/usr/bin/sync` or `/bin/sync` on Linux, else `null`. */

@@ -21,6 +21,7 @@ import { keyPath } from '../../drivers/local/key-paths.js';
 import { indexName, parseVersionFile } from '../../drivers/local/layout.js';
 import { NotFound } from '../../src/core/errors.js';
 import { hostTag } from '../../src/core/fs-atomic.js';
+import { SYNCFS_MIN_FILES } from '../../src/core/sync-fs.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-local-batch-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -195,9 +196,14 @@ describe('local store: batched puts after a crash', () => {
         null,
       ),
     ).rejects.toThrow(NotFound);
-    // A sync program that cannot run: the fallback, not a failure.
+    // A sync program that cannot run: the fallback, not a failure. (A batch of fewer than
+    // SYNCFS_MIN_FILES files fsyncs its own without trying `sync -f`.)
     await syncWritten(
-      { files: [file], dirs: new Set([where.dir]), devices: new Map([[0, root]]) },
+      {
+        files: Array<string>(SYNCFS_MIN_FILES).fill(file),
+        dirs: new Set([where.dir]),
+        devices: new Map([[0, root]]),
+      },
       (m) => lines.push(m),
       path.join(work, 'no-such-sync'),
     );
