@@ -20,6 +20,9 @@ import { SYNCFS_MIN_FILES, syncFileSystems } from '../core/sync-fs.js';
 /** The most blobs one sync pass covers. */
 export const BLOB_GROUP_MAX = 16384;
 
+/** The blobs of a group's first sync pass (each next pass covers twice as many). */
+export const BLOB_GROUP_FIRST = 64;
+
 /** fsyncs in flight where `sync -f` cannot run. */
 const FALLBACK_CONCURRENCY = 16;
 
@@ -35,11 +38,22 @@ export class BlobGroup<T = undefined> {
   #pending: Pending<T>[] = [];
   readonly #held = new Set<string>();
 
-  /** A group for blobs below `root` (the cache's root: one file system). */
+  /** The size at which the group flushes next: it doubles per flush, up to `max`. */
+  #limit: number;
+
+  /**
+   * A group for blobs below `root` (the cache's root: one file system). The first flush comes
+   * after `first` blobs and each next one after twice as many, up to `max`: a fetch killed
+   * halfway loses at most about as many downloads as it had installed (plus `first`), while
+   * the number of sync passes grows only with the logarithm of the folder's size.
+   */
   constructor(
     private readonly root: string,
     private readonly max = BLOB_GROUP_MAX,
-  ) {}
+    first = BLOB_GROUP_FIRST,
+  ) {
+    this.#limit = Math.min(first, max);
+  }
 
   /** Defer the install of `temp` (written, checked, closed) as `blob`. */
   defer(temp: string, blob: string, item: T): void {
@@ -54,7 +68,7 @@ export class BlobGroup<T = undefined> {
 
   /** True when the group should be flushed now. */
   get full(): boolean {
-    return this.#pending.length >= this.max;
+    return this.#pending.length >= this.#limit;
   }
 
   /**
@@ -66,6 +80,7 @@ export class BlobGroup<T = undefined> {
     this.#pending = [];
     for (const p of batch) this.#held.delete(p.blob);
     if (batch.length === 0) return [];
+    this.#limit = Math.min(this.#limit * 2, this.max);
     try {
       if (batch.length < SYNCFS_MIN_FILES || !(await syncFileSystems([this.root]))) {
         await forEachLimit(batch, FALLBACK_CONCURRENCY, async ({ temp }) => {

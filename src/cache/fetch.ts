@@ -357,8 +357,9 @@ async function fetchFolder(
     const totalBytes = todo.reduce((n, i) => n + ((entries[i]?.size as number) ?? 0), 0);
     const transfer = new Transfer(store, u, options, totalBytes, todo.length);
     let downloaded = 0;
-    // Downloads are made durable in groups: one sync pass, then renamed and linked (see
-    // src/cache/blob-group.ts); what a group holds is installed before the fetch returns or throws.
+    // Downloads are made durable in groups that double in size: one sync pass, then renamed and
+    // linked (see src/cache/blob-group.ts); what a group holds is installed before the fetch
+    // returns or throws, and progress counts a file once it is installed.
     const group = new BlobGroup<GroupedBlob>(cache.root);
     const installGroup = async (link: boolean) => {
       for (const { rel, blob, version } of await group.flush()) {
@@ -366,6 +367,7 @@ async function fetchFolder(
         lock.check();
         const st = await cache.linkInto(blob, `${dir}/${rel}`);
         files[rel] = recordOf(version, st);
+        transfer.fileDone();
       }
     };
     try {
@@ -394,8 +396,7 @@ async function fetchFolder(
           });
           if (got.downloaded) downloaded++;
           if (group.holds(got.blob)) {
-            // Progress counts it now: its bytes are here, linked when the group is installed.
-            transfer.fileDone();
+            // Progress counts it once the group is installed: a file counted is durable.
             if (group.full) await installGroup(true);
             return;
           }

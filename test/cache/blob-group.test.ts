@@ -34,6 +34,24 @@ describe('BlobGroup', () => {
     expect(await group.flush()).toEqual([]);
   });
 
+  it('flushes after `first` blobs, then after twice as many each time, up to its most', async () => {
+    const group = new BlobGroup<number>(work, 8, 2);
+    const sizes: number[] = [];
+    let held = 0;
+    for (let i = 0; i < 27; i++) {
+      const blob = path.join(work, `grow-${i}`);
+      writeFileSync(`${blob}.tmp`, `${i}`);
+      group.defer(`${blob}.tmp`, blob, i);
+      held++;
+      if (group.full) {
+        sizes.push((await group.flush()).length);
+        held = 0;
+      }
+    }
+    expect(sizes).toEqual([2, 4, 8, 8]);
+    expect(held).toBe(5);
+  });
+
   it('a temp that vanished fails the flush', async () => {
     const group = new BlobGroup(work);
     group.defer(path.join(work, 'gone.tmp'), path.join(work, 'gone'), undefined);
