@@ -14,6 +14,7 @@ import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { fillScaleFolder, scaleKeyOf } from './scale-folder.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..');
@@ -38,18 +39,9 @@ const env = { ...process.env, PROVCAT_LOCAL_ROOT: root };
 const store = new LocalStore({ root, cache: path.join(work, 'lib-cache') });
 await store.makeBucket(bucket, { versioning: true });
 
-const keyOf = (i) =>
-  `data/d${String(i % dirs).padStart(3, '0')}/f${String(i).padStart(7, '0')}.bin`;
+const keyOf = scaleKeyOf(dirs);
 const started = Date.now();
-let next = 0;
-await Promise.all(
-  Array.from({ length: 16 }, async () => {
-    while (next < files) {
-      const i = next++;
-      await store._put(bucket, keyOf(i), Buffer.from([i % 256]));
-    }
-  }),
-);
+await fillScaleFolder(store, bucket, files, keyOf);
 const fillSeconds = (Date.now() - started) / 1000;
 
 let caches = 0;

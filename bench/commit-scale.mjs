@@ -24,6 +24,7 @@ import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { fillScaleFolder, scaleBytes, scaleKeyOf } from './scale-folder.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..');
@@ -54,10 +55,8 @@ const env = { ...process.env, PROVCAT_LOCAL_ROOT: root };
 const store = new LocalStore({ root, cache: path.join(work, 'lib-cache') });
 await store.makeBucket(bucket, { versioning: true });
 
-const keyOf = (i) =>
-  `data/d${String(i % dirs).padStart(3, '0')}/f${String(i).padStart(7, '0')}.bin`;
+const keyOf = scaleKeyOf(dirs);
 const started = Date.now();
-let next = 0;
 const localDir = path.join(work, 'local');
 if (reuse) {
   // Filled by an earlier run.
@@ -66,17 +65,10 @@ if (reuse) {
     await mkdir(path.join(localDir, `d${String(d).padStart(3, '0')}`), { recursive: true });
   }
   for (let i = 0; i < files; i++) {
-    await writeFile(path.join(localDir, keyOf(i).slice('data/'.length)), Buffer.from([i % 256]));
+    await writeFile(path.join(localDir, keyOf(i).slice('data/'.length)), scaleBytes(i));
   }
 } else {
-  await Promise.all(
-    Array.from({ length: 16 }, async () => {
-      while (next < files) {
-        const i = next++;
-        await store._put(bucket, keyOf(i), Buffer.from([i % 256]));
-      }
-    }),
-  );
+  await fillScaleFolder(store, bucket, files, keyOf);
 }
 const fillSeconds = (Date.now() - started) / 1000;
 

@@ -14,6 +14,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
+/** P1's peer, as issue 28 names it: rclone with 16 transfers and 16 checkers. */
+export const RCLONE_PUSH = 'rclone copy --transfers 16 --checkers 16';
+
+/** The argv of {@link RCLONE_PUSH} from a folder to an rclone remote path. */
+export function rclonePush(from, to) {
+  return ['rclone', 'copy', '--transfers', '16', '--checkers', '16', from, to];
+}
+
 /** `n` files of `size` random bytes in 10 sub-folders below `dir`, written once and synced. */
 export function seed(dir, n, size) {
   for (let i = 0; i < n; i++) {
@@ -83,19 +91,10 @@ export async function manyFilesCases(h) {
         check: pushed(h.small),
         cleanup: (ctx) => h.rm(ctx.cache),
       }),
-      h.tool('rclone copy --transfers 16 --checkers 16', {
+      h.tool(RCLONE_PUSH, {
         prepare: () => ({ to: `r${n++}` }),
-        argv: (ctx) => [
-          'rclone',
-          'copy',
-          '--transfers',
-          '16',
-          '--checkers',
-          '16',
-          small,
-          `ceph:${bucket}/${ctx.to}/`,
-        ],
-        shown: `rclone copy --transfers 16 --checkers 16 ${small} ceph:${bucket}/$NEW/`,
+        argv: (ctx) => rclonePush(small, `ceph:${bucket}/${ctx.to}/`),
+        shown: `${RCLONE_PUSH} ${small} ceph:${bucket}/$NEW/`,
       }),
     ];
     const title = `push ${h.small.toLocaleString('en')} × 4 KiB to S3`;
@@ -205,7 +204,7 @@ export function manyFilesTargets(add, ratio, row) {
     const y = row(id, b);
     return x && y ? x.cpuMedian / y.cpuMedian : undefined;
   };
-  const rclone = 'rclone copy --transfers 16 --checkers 16';
+  const rclone = RCLONE_PUSH;
   add('push 1,000 × 4 KiB to S3: provcat / rclone', ratio('P1', 'provcat push', rclone), 1.0);
   add(
     'push 1,000 × 4 KiB to S3: client CPU, provcat / rclone',

@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { seed } from './many-files.mjs';
+import { RCLONE_PUSH, rclonePush, seed } from './many-files.mjs';
 
 const { values: opt } = parseArgs({
   options: {
@@ -133,19 +133,7 @@ try {
     cleanups.push(() => spawnSync('rclone', ['purge', `ceph:${bucket}`], { env, stdio: 'ignore' }));
     runCase('P1', `push ${opt.small} × 4 KiB to S3 (Ceph)`, [
       { name: 'provcat push', argv: () => node('push', small, `s3://${bucket}/p${n++}/`) },
-      {
-        name: 'rclone copy --transfers 16 --checkers 16',
-        argv: () => [
-          'rclone',
-          'copy',
-          '--transfers',
-          '16',
-          '--checkers',
-          '16',
-          small,
-          `ceph:${bucket}/r${n++}/`,
-        ],
-      },
+      { name: RCLONE_PUSH, argv: () => rclonePush(small, `ceph:${bucket}/r${n++}/`) },
     ]);
   }
   const many = path.join(work, 'many');
