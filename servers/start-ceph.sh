@@ -1,8 +1,9 @@
 #!/bin/bash
 # Start a minimal single-host Ceph (pacific 16.2) for the test suite: one monitor, one in-memory
 # OSD (memstore) and radosgw on http://127.0.0.1:7480, user AKIDTEST/SECRETTEST, region
-# us-east-1, path-style addressing. About 15 s to ready, under 200 MB at rest; the OSD grows with
-# the data up to CEPH_MEMSTORE_BYTES (default 3 GiB) and keeps memory after deletes.
+# us-east-1, path-style addressing. About 25 s to ready (the bucket pools are made up front),
+# under 200 MB at rest; the OSD grows with the data up to CEPH_MEMSTORE_BYTES (default 3 GiB) and
+# keeps memory after deletes.
 #
 # Environment: CEPH_DIR (state, logs, pid files; default /tmp/provcat-test-ceph; wiped on start),
 # CEPH_MEMSTORE_BYTES, CEPH_RGW_PORT (7480) and CEPH_MON_PORT (3300) — other ports let a second
@@ -100,6 +101,14 @@ for _ in $(seq 120); do
   sleep 0.5
 done
 [ -n "$up" ] || fail "the OSD did not come up within 60 s (log: $D/log/osd.0.log)"
+# radosgw creates a bucket's pools on first use: the first bucket, the first object and the first
+# multipart upload each wait about 2 s for a new pool's placement groups. Made here, that wait is
+# paid once at start instead of by whichever test comes first (a 1 s stall timeout then fires).
+for pool in default.rgw.buckets.index default.rgw.buckets.data default.rgw.buckets.non-ec; do
+  ceph "${C[@]}" osd pool create "$pool" >/dev/null 2>&1 || fail "creating pool $pool failed"
+  ceph "${C[@]}" osd pool application enable "$pool" rgw >/dev/null 2>&1 ||
+    fail "tagging pool $pool for rgw failed"
+done
 radosgw "${C[@]}" -n client.rgw.a
 ready=""
 for _ in $(seq 240); do
