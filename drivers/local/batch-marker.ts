@@ -4,7 +4,9 @@
  *
  * A batch (`./batch.ts`) writes `<root>/.batches/<host tag>-<pid>-<start ms>-<rand>.batch`
  * (JSON: bucket, prefix, pid, host, start), fsyncs it and the `.batches` directory, and only
- * then writes its first version; it removes the marker after its one sync pass. A marker is
+ * then writes its first version; it removes its stage (`<marker>.stage/`, where fresh keys'
+ * first versions are written before they are renamed into the bucket) and then the marker after
+ * its one sync pass. A marker is
  * **dead** when its writer can no longer finish: a process of this machine and boot (same host
  * tag, src/core/fs-atomic.ts `hostTag`) that no longer runs, or a marker of an earlier boot of
  * this machine (same host name, another tag: every power loss is followed by a boot). A marker
@@ -86,6 +88,25 @@ export async function writeMarker(
   return file;
 }
 
+/**
+ * What a batch's stage directory is called: its marker's path plus this. The stage holds the
+ * directories of fresh keys while their first version is written (`./publish.ts`
+ * `publishFresh`); nothing in it is ever read.
+ */
+export const STAGE_SUFFIX = '.stage';
+
+/**
+ * Remove the stage of the batch whose marker is `marker` (what is left in it: versions staged by
+ * a batch that died before publishing them). Before its marker, so no stage outlives one.
+ */
+export async function removeStage(marker: string): Promise<void> {
+  try {
+    await fs.rm(`${marker}${STAGE_SUFFIX}`, { recursive: true, force: true });
+  } catch (error) {
+    throw fsError(error, `cannot remove the stage of the batch of puts ${marker}`);
+  }
+}
+
 /** Remove a marker once its batch is durable, and make the removal durable. */
 export async function removeMarker(root: string, file: string): Promise<void> {
   try {
@@ -159,6 +180,7 @@ export async function recoverBatches(root: string, trace: Trace): Promise<void> 
         trace(`recovering the dead batch ${name} (local://${marker.bucket}/${marker.prefix})`);
         await repairBatch(root, marker, trace);
       } else trace(`removing the empty batch marker ${name}`);
+      await removeStage(file);
       await removeMarker(root, file);
     } catch (error) {
       throw fsError(error, `cannot recover the batch of puts ${path.join(dir, name)}`);

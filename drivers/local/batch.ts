@@ -7,12 +7,17 @@
  * `sync` at the end. A batch makes the store's write protocol cheap the same way:
  *
  * 1. its first put writes a marker naming the batch (`./batch-marker.ts`) and fsyncs it;
- * 2. each put writes a temp with synchronous calls and publishes it under the key's lock by
- *    `./publish.ts` `publishUnsynced` — the same protocol (pending marker, rename, index entry),
- *    no fsync; a put finds the lock taken only when another writer of that key is at work, and
- *    then publishes the usual way (waiting, fsynced);
+ * 2. a put of a key that has no directory yet writes the version under its final name into a
+ *    new directory of the batch's stage (`<marker>.stage/`) and renames that directory into the
+ *    bucket (`./publish.ts` `publishFresh`: no lock, two inodes per key); any other put writes
+ *    a temp with synchronous calls and publishes it under the key's lock by `publishUnsynced` —
+ *    the same protocol (pending marker, rename, index entry), no fsync. A put that finds another
+ *    writer of the key at work (its directory made meanwhile, its lock taken) falls back to the
+ *    next of these, and at the end to the usual publish (waiting, fsynced). Pending markers and
+ *    index entries are hard links (`./entry-link.ts`): inode allocation is the dearest call;
  * 3. `close` runs one `sync -f` over the file systems written (Node has no `syncfs`), falling
- *    back to fsyncs of every file and directory written, 16 at a time, then removes the marker.
+ *    back to fsyncs of every file and directory written, 16 at a time, then removes the stage
+ *    and the marker.
  *
  * A source above {@link BATCH_MAX} bytes (or from a file of that size) is put by the store's
  * `_put`, durable on its own: a large file gains nothing from batching, and a recovery reads
@@ -21,7 +26,15 @@
  * @module
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import {
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import fs from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
@@ -30,12 +43,20 @@ import { forEachLimit } from '../../src/core/concurrency.js';
 import { StoreError } from '../../src/core/errors.js';
 import { hostTag, tempName } from '../../src/core/fs-atomic.js';
 import { SYNCFS_MIN_FILES, syncCommand, syncFileSystems } from '../../src/core/sync-fs.js';
-import { type BatchMarker, removeMarker, writeMarker } from './batch-marker.js';
+import {
+  type BatchMarker,
+  removeMarker,
+  removeStage,
+  STAGE_SUFFIX,
+  writeMarker,
+} from './batch-marker.js';
 import { syncDir } from './dir-sync.js';
-import { debug, fsError, type Trace } from './fs-errors.js';
+import { debug, errorCode, fsError, type Trace } from './fs-errors.js';
 import { bucketDir, type KeyPath, keyPath, makeKeyDir } from './key-paths.js';
-import { publishTemp, publishUnsynced } from './publish.js';
+import { nextVersionId, parseVersionFile, type VersionFile, versionFileName } from './layout.js';
+import { publishFresh, publishTemp, publishUnsynced } from './publish.js';
 import { infoOf } from './versions.js';
+import type { TempFile } from './write-temp.js';
 
 /** The largest source a batch writes itself (larger ones go through `_put`, fsynced). */
 export const BATCH_MAX = 4 * 1024 * 1024;
@@ -70,6 +91,8 @@ export class LocalPutBatch implements PutBatch {
   readonly #inFlight = new Set<Promise<unknown>>();
   readonly #written: Written = { files: [], dirs: new Set(), devices: new Map() };
   readonly #bucketDir: string;
+  /** Whether the stage directory (`<marker>.stage/`) was made. */
+  #staged = false;
 
   constructor(
     private readonly store: BatchStore,
@@ -130,25 +153,95 @@ export class LocalPutBatch implements PutBatch {
       );
     }
     this.#marker ??= this.#writeMarker();
-    await this.#marker;
+    const marker = await this.#marker;
     options.signal?.throwIfAborted();
-    this.#makeDirs(where);
-    if (where.hashed.length > 0) await makeKeyDir(where);
     const md5 = createHash('md5').update(bytes).digest('hex');
-    const temp = { path: path.join(where.dir, tempName()), size: bytes.length, md5 };
-    try {
-      writeFileSync(temp.path, bytes, { flag: 'wx' });
-    } catch (error) {
-      throw fsError(error, `cannot write ${where.uri}`, where.uri);
+    const fresh = where.hashed.length === 0 && !exists(where.dir);
+    this.#makeDirs(where, fresh);
+    let temp: TempFile | undefined;
+    if (fresh) {
+      const staged = this.#stage(marker, where, bytes, md5);
+      const published = publishFresh(where, staged.dir, staged.version, marker);
+      if (published !== undefined) return this.#done(key, where, published, bytes.length, options);
+      // Another writer of the key came first: the staged version becomes a temp of the key.
+      temp = this.#unstage(where, staged);
+    } else {
+      if (where.hashed.length > 0) await makeKeyDir(where);
+      temp = { path: path.join(where.dir, tempName()), size: bytes.length, md5 };
+      try {
+        writeFileSync(temp.path, bytes, { flag: 'wx' });
+      } catch (error) {
+        throw fsError(error, `cannot write ${where.uri}`, where.uri);
+      }
     }
-    let published = publishUnsynced(where, temp, this.#start, this.store.trace);
+    let published = publishUnsynced(where, temp, this.#start, marker, this.store.trace);
     if (published === undefined) {
       // Another writer holds the key's lock: the usual publish, which waits for it (and fsyncs).
       published = await publishTemp(where, temp, options.signal, this.store.trace);
     }
+    return this.#done(key, where, published, bytes.length, options);
+  }
+
+  #done(
+    key: string,
+    where: KeyPath,
+    published: VersionFile,
+    size: number,
+    options: PutOptions,
+  ): ObjectInfo {
     this.#written.files.push(path.join(where.dir, published.name));
-    options.onProgress?.(bytes.length);
+    options.onProgress?.(size);
     return infoOf(key, published);
+  }
+
+  /**
+   * Write a fresh key's first version under its final name into a new directory of the batch's
+   * stage (`<marker>.stage/`, outside every bucket), to become the key's directory by a rename.
+   */
+  #stage(
+    marker: string,
+    where: KeyPath,
+    bytes: Uint8Array,
+    md5: string,
+  ): { dir: string; version: VersionFile } {
+    const root = `${marker}${STAGE_SUFFIX}`;
+    try {
+      if (!this.#staged) {
+        mkdirSync(root, { recursive: true });
+        this.#staged = true;
+      }
+      const dir = path.join(root, tempName());
+      mkdirSync(dir);
+      const versionId = nextVersionId(undefined, Math.max(Date.now(), this.#start));
+      const version = parseVersionFile(
+        versionFileName(versionId, bytes.length, md5),
+      ) as VersionFile;
+      writeFileSync(path.join(dir, version.name), bytes, { flag: 'wx' });
+      return { dir, version };
+    } catch (error) {
+      throw fsError(error, `cannot write ${where.uri}`, where.uri);
+    }
+  }
+
+  /** Move a staged version into the key's directory as a temp, for the locked publish. */
+  #unstage(where: KeyPath, staged: { dir: string; version: VersionFile }): TempFile {
+    const temp = {
+      path: path.join(where.dir, tempName()),
+      size: staged.version.size as number,
+      md5: staged.version.md5,
+    };
+    try {
+      try {
+        mkdirSync(where.dir);
+      } catch (error) {
+        if (errorCode(error) !== 'EEXIST') throw error;
+      }
+      renameSync(path.join(staged.dir, staged.version.name), temp.path);
+      rmdirSync(staged.dir);
+    } catch (error) {
+      throw fsError(error, `cannot write ${where.uri}`, where.uri);
+    }
+    return temp;
   }
 
   async #writeMarker(): Promise<string> {
@@ -170,8 +263,11 @@ export class LocalPutBatch implements PutBatch {
     return writeMarker(this.store.root, marker, randomBytes(4).toString('hex'));
   }
 
-  /** Create the key's directories (synchronously) and note what the sync pass must cover. */
-  #makeDirs(where: KeyPath): void {
+  /**
+   * Create the key's directories (synchronously; its own only when not `fresh`, see
+   * {@link publishFresh}) and note what the sync pass must cover.
+   */
+  #makeDirs(where: KeyPath, fresh: boolean): void {
     const { dirs, devices } = this.#written;
     if (!dirs.has(where.folder)) {
       for (let d = where.folder; d.length >= this.#bucketDir.length; d = path.dirname(d)) {
@@ -182,6 +278,8 @@ export class LocalPutBatch implements PutBatch {
       const dev = statSync(where.folder).dev;
       if (!devices.has(dev)) devices.set(dev, where.folder);
     }
+    dirs.add(where.dir);
+    if (fresh) return;
     try {
       mkdirSync(where.dir);
     } catch (error) {
@@ -189,7 +287,6 @@ export class LocalPutBatch implements PutBatch {
         throw fsError(error, `cannot create the folders of ${where.uri}`, where.uri);
       }
     }
-    dirs.add(where.dir);
   }
 
   async #close(): Promise<void> {
@@ -197,6 +294,7 @@ export class LocalPutBatch implements PutBatch {
     if (this.#marker === undefined) return;
     const marker = await this.#marker;
     await syncWritten(this.#written, this.store.trace);
+    if (this.#staged) await removeStage(marker);
     await removeMarker(this.store.root, marker);
     this.store.trace(
       `batch local://${this.bucket}/${this.prefix}: ${this.#written.files.length} versions durable`,
@@ -233,4 +331,9 @@ export async function syncWritten(
   });
   // Deepest first is not needed: each directory's own entries are what its fsync makes durable.
   await forEachLimit(written.dirs, SYNC_FALLBACK_CONCURRENCY, (dir) => syncDir(dir, dir));
+}
+
+/** Whether anything is at `p` (a symlink counts). */
+function exists(p: string): boolean {
+  return lstatSync(p, { throwIfNoEntry: false }) !== undefined;
 }

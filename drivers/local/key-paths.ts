@@ -43,10 +43,19 @@ export interface ListStart {
   partial: string;
 }
 
+/** Bucket directories already checked, by root and bucket name (a write of many keys asks often). */
+const bucketDirs = new Map<string, string>();
+
 /** The bucket's directory; `UriError` for a name a URI cannot hold (so none can escape root). */
 export function bucketDir(root: string, bucket: string): string {
+  const memo = `${root}\0${bucket}`;
+  const known = bucketDirs.get(memo);
+  if (known !== undefined) return known;
   Uri.fromKey('local', bucket, ''); // validates the bucket name, throws UriError
-  return inside(root, path.join(root, bucket));
+  const dir = inside(root, path.join(root, bucket));
+  if (bucketDirs.size >= 1024) bucketDirs.clear();
+  bucketDirs.set(memo, dir);
+  return dir;
 }
 
 /**
@@ -78,7 +87,8 @@ export function keyPath(
     if (ref.hashed) hashed.push({ dir: folder, segment });
   }
   const ref = refOf(last);
-  const dir = inside(root, path.join(folder, objectDirName(ref)));
+  // Every name below the bucket starts with `o`/`d` (never `.` or `..`): checked the cheap way.
+  const dir = below(bucketPath, path.join(folder, objectDirName(ref)));
   if (ref.hashed) hashed.push({ dir, segment: last });
   return { uri, dir, folder, ref, hashed };
 }
@@ -132,6 +142,14 @@ export async function readNameFile(dir: string): Promise<string | undefined> {
     if (errorCode(error) === 'ENOENT') return undefined;
     throw fsError(error, `cannot read ${path.join(dir, NAME_FILE)}`);
   }
+}
+
+/** Defence in depth: `p`, a normalized path, after checking it starts with the `dir` it is below. */
+function below(dir: string, p: string): string {
+  if (!p.startsWith(dir) || p[dir.length] !== path.sep) {
+    throw new UriError(`refusing a path outside the local root: ${p}`);
+  }
+  return p;
 }
 
 /** Defence in depth: `p` itself, after checking it is below the root. */

@@ -3,6 +3,7 @@
  *
  * ```
  * <root>/.batches/<tag>-<pid>-<ms>-<rand>.batch   a batch of puts at work, or dead (see below)
+ * <root>/.batches/<...>.batch.stage/  its stage: fresh keys' directories before their rename
  * <root>/<bucket>/                     a bucket: a folder directory
  *   d.<seg>/                           folder `seg/` (a folder directory: same layout inside)
  *   o.<seg>/                           object `seg`: the truth about its versions
@@ -11,7 +12,7 @@
  *     <ticks>-<rand>.x                 a delete marker (an empty file)
  *     .lock/                           the per-key writer lock (proper-lockfile), while held
  *     .tmp-<pid>-<host>-<rand>         a write in progress (ignored by readers; src/core/fs-atomic.ts)
- *   v.<seg>.<version file name>        listing index: one empty file per version of `seg`
+ *   v.<seg>.<version file name>        listing index: one entry per version of `seg`
  *   p.<seg>                            "a write to `seg` is in progress (or crashed)"
  *   dh.<sha256>/, oh.<sha256>/,        the same for a segment whose escaped name is longer than
  *   vh.<sha256>.<...>, ph.<sha256>       {@link MAX_TOKEN}; `dh.`/`oh.` hold `.name`, the segment
@@ -34,7 +35,10 @@
  * - Listing speed: the object directory is the truth, and one `readdir` of it answers `_head`
  *   and `_get`. But a listing of 10,000 keys cannot afford 10,000 `readdir`s, so every folder
  *   directory also holds an index entry per version of each key in it (`v.<seg>.<version>`):
- *   one `readdir` of the folder answers a listing or a history of everything in it. A writer,
+ *   one `readdir` of the folder answers a listing or a history of everything in it. Only the
+ *   names of index entries and pending markers count: each is a hard link (of the version it
+ *   names; of a batch's marker) where the file system allows, else an empty file
+ *   (`./entry-link.ts`), so that it costs a directory entry, not an inode. A writer,
  *   under the key's lock, creates `p.<seg>` first, then publishes the version in `o.<seg>/`, then
  *   its index entry, then removes `p.<seg>`. A reader that sees `p.<seg>` (or no index entry for
  *   an existing `o.<seg>/`) reads `o.<seg>/` itself, so the index is never trusted while it may
@@ -48,7 +52,9 @@
  *   newest version of a key is simply the largest.
  *
  * Batched durability (`./batch.ts`, `./batch-marker.ts`): a batch of puts writes each version
- * with the protocol above but no fsync, under a marker in `<root>/.batches/` that is fsynced
+ * with the protocol above but no fsync (a key without a directory yet gets it whole, version
+ * inside, by the rename of a directory from the batch's stage in `.batches/`: `./publish.ts`
+ * `publishFresh`), under a marker in `<root>/.batches/` that is fsynced
  * before the first version and removed after one sync pass (`sync -f`) at the end. Why a file
  * written without fsync, checked against its name on recovery, is never served torn:
  * - A version's name states its size and MD5, fixed before the file gets that name by `rename`
@@ -297,7 +303,21 @@ export function etagOf(version: VersionFile): string | undefined {
  */
 export function nextVersionId(newest: VersionFile | undefined, nowMs = Date.now()): string {
   const ticks = Math.max(nowMs * 1000, newest === undefined ? 0 : newest.ticks + 1);
-  return `${String(ticks).padStart(TICK_DIGITS, '0')}-${randomBytes(4).toString('hex')}`;
+  return `${String(ticks).padStart(TICK_DIGITS, '0')}-${randomHex8()}`;
+}
+
+/** Random bytes drawn 4 at a time for version IDs: one `randomBytes` call costs ~16 µs. */
+let randomPool = Buffer.alloc(0);
+let randomAt = 0;
+
+/** 8 random hex digits, from a pool refilled 4 KiB at a time. */
+function randomHex8(): string {
+  if (randomAt + 4 > randomPool.length) {
+    randomPool = randomBytes(4096);
+    randomAt = 0;
+  }
+  randomAt += 4;
+  return randomPool.toString('hex', randomAt - 4, randomAt);
 }
 
 /** The modification time a version ID records. */

@@ -12,21 +12,14 @@
  *
  * @module
  */
-import {
-  mkdirSync,
-  readdirSync,
-  renameSync,
-  rmdirSync,
-  rmSync,
-  unlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, readdirSync, renameSync, rmdirSync, rmSync, unlinkSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import lockfile from 'proper-lockfile';
 import { Exists, NotFound, StoreError } from '../../src/core/errors.js';
 import { judgeTemp } from '../../src/core/fs-atomic.js';
 import { syncDirShared } from './dir-sync.js';
+import { linkEntry, linkEntrySync } from './entry-link.js';
 import { errorCode, fsError, type Trace } from './fs-errors.js';
 import type { KeyPath } from './key-paths.js';
 import {
@@ -105,7 +98,10 @@ async function publish(
     // A writer died between publishing and indexing: complete the index first.
     trace(`repairing the listing index of ${where.uri}`);
     for (const v of versions) {
-      await createEmpty(path.join(where.folder, indexName(where.ref, v.name)), where.uri);
+      const entry = path.join(where.folder, indexName(where.ref, v.name));
+      await linkEntry(path.join(where.dir, v.name), entry).catch((error: unknown) => {
+        throw fsError(error, `cannot write ${where.uri}`, where.uri);
+      });
     }
   }
   const versionId = nextVersionId(versions.at(-1));
@@ -121,7 +117,11 @@ async function publish(
     throw fsError(error, `cannot publish ${where.uri}`, where.uri);
   }
   await syncDirShared(where.dir, where.uri);
-  await createEmpty(path.join(where.folder, indexName(where.ref, name)), where.uri);
+  try {
+    await linkEntry(file, path.join(where.folder, indexName(where.ref, name)));
+  } catch (error) {
+    throw fsError(error, `cannot write ${where.uri}`, where.uri);
+  }
   // Shared with the writers of the same folder publishing now (./dir-sync.ts).
   await syncDirShared(where.folder, where.uri);
   try {
@@ -140,12 +140,14 @@ async function publish(
  * metadata calls, it costs two system calls. `undefined`, with nothing done, when another writer
  * holds the lock: the caller then publishes through {@link publishTemp} (which waits for it and
  * fsyncs). The ID is at least `minMs` (the batch's start), so recovery finds every version of
- * the batch by its ID. On failure the temp is removed.
+ * the batch by its ID. The pending marker is a hard link of the batch's marker file `marker`
+ * (`./entry-link.ts`). On failure the temp is removed.
  */
 export function publishUnsynced(
   where: KeyPath,
   temp: TempFile,
   minMs: number,
+  marker: string,
   trace: Trace,
 ): VersionFile | undefined {
   const lock = path.join(where.dir, '.lock');
@@ -158,7 +160,7 @@ export function publishUnsynced(
   }
   try {
     const pending = path.join(where.folder, pendingName(where.ref));
-    const leftover = !createEmptySync(pending);
+    const leftover = !linkEntrySync(marker, pending);
     const names = readdirSync(where.dir);
     for (const n of names) {
       if (judgeTemp(n) !== 'dead') continue;
@@ -168,13 +170,18 @@ export function publishUnsynced(
     const versions = sortVersions(names);
     if (leftover) {
       trace(`repairing the listing index of ${where.uri}`);
-      for (const v of versions)
-        createEmptySync(path.join(where.folder, indexName(where.ref, v.name)));
+      for (const v of versions) {
+        linkEntrySync(
+          path.join(where.dir, v.name),
+          path.join(where.folder, indexName(where.ref, v.name)),
+        );
+      }
     }
     const versionId = nextVersionId(versions.at(-1), Math.max(Date.now(), minMs));
     const name = versionFileName(versionId, temp.size, temp.md5);
-    renameSync(temp.path, path.join(where.dir, name));
-    createEmptySync(path.join(where.folder, indexName(where.ref, name)));
+    const file = path.join(where.dir, name);
+    renameSync(temp.path, file);
+    linkEntrySync(file, path.join(where.folder, indexName(where.ref, name)));
     unlinkSync(pending);
     return parseVersionFile(name) as VersionFile;
   } catch (error) {
@@ -189,14 +196,52 @@ export function publishUnsynced(
   }
 }
 
-/** Create an empty file if it does not exist, synchronously: true when this call created it. */
-function createEmptySync(file: string): boolean {
+/**
+ * A batch's publish of a key that has no object directory yet, with no lock: the version was
+ * written, under its final name, into `stage` (a directory of the batch outside every bucket,
+ * `./batch.ts`), and `stage` becomes the key's directory by one `rename`. A rename onto a path
+ * that exists fails unless that path is an empty directory (which it replaces), so exactly one
+ * of this and any other writer's first version of the key wins: a writer that made the key's
+ * directory and put a temp or its lock in it makes the rename fail, and one that made it but
+ * put nothing in it yet finds this version there once it locks (and numbers its own after it).
+ * The pending marker (a hard link of the batch's marker file) is made before the rename and
+ * removed after the index entry, as under the lock. Costs two inodes (the directory and the
+ * version) where the locked protocol costs four.
+ *
+ * `undefined`, with `stage` and its version left as they were and the key untouched beyond a
+ * pending marker that any later writer of the key completes, when the key's directory exists
+ * by now or another writer holds the key's pending marker: the caller then publishes under the
+ * lock. The version's ID is from `minMs` (the batch's start) on.
+ */
+export function publishFresh(
+  where: KeyPath,
+  stage: string,
+  version: VersionFile,
+  marker: string,
+): VersionFile | undefined {
+  const pending = path.join(where.folder, pendingName(where.ref));
   try {
-    writeFileSync(file, '', { flag: 'wx' });
-    return true;
+    if (!linkEntrySync(marker, pending)) return undefined;
+    try {
+      renameSync(stage, where.dir);
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR') return undefined;
+      throw error;
+    }
+    linkEntrySync(
+      path.join(where.dir, version.name),
+      path.join(where.folder, indexName(where.ref, version.name)),
+    );
+    try {
+      unlinkSync(pending);
+    } catch (error) {
+      // A writer that locked the key meanwhile found the marker, completed the index and removed it.
+      if (errorCode(error) !== 'ENOENT') throw error;
+    }
+    return version;
   } catch (error) {
-    if (errorCode(error) === 'EEXIST') return false;
-    throw error;
+    throw fsError(error, `cannot publish ${where.uri}`, where.uri);
   }
 }
 

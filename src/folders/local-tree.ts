@@ -18,7 +18,17 @@
  * @module
  */
 import { createHash } from 'node:crypto';
-import { type BigIntStats, createReadStream, type Dirent, lstatSync, statSync } from 'node:fs';
+import {
+  type BigIntStats,
+  closeSync,
+  createReadStream,
+  type Dirent,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readSync,
+  statSync,
+} from 'node:fs';
 import { type FileHandle, open, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { SourceChanged, SourceError, UriError } from '../core/errors.js';
@@ -235,6 +245,47 @@ export async function readWhole(file: string): Promise<{ value: Buffer; stamp: F
     }
   }
 }
+
+/**
+ * {@link readWhole} in synchronous calls, for a small file (a push reads files up to
+ * {@link SYNC_READ_MAX} this way): the five calls cost about a fifth of the CPU of promised
+ * ones, and a read of a small file blocks the event loop for microseconds. Same guarantee.
+ */
+export function readWholeSync(file: string): { value: Buffer; stamp: FileStamp } {
+  for (let attempt = 1; ; attempt++) {
+    let fd: number;
+    try {
+      fd = openSync(file, 'r');
+    } catch (cause) {
+      throw sourceError(file, cause);
+    }
+    let before: FileStamp;
+    let after: FileStamp;
+    let value: Buffer;
+    try {
+      before = stampOf(fstatSync(fd, { bigint: true }));
+      value = Buffer.allocUnsafe(before.size);
+      let got = 0;
+      while (got < value.length) {
+        const n = readSync(fd, value, got, value.length - got, got);
+        if (n === 0) break; // shorter now: the second stamp tells
+        got += n;
+      }
+      after = stampOf(fstatSync(fd, { bigint: true }));
+    } catch (cause) {
+      throw sourceError(file, cause);
+    } finally {
+      closeSync(fd);
+    }
+    if (sameStamp(before, after)) return { value, stamp: after };
+    if (attempt >= STABLE_ATTEMPTS) {
+      throw new SourceChanged(`${file} kept changing while it was read (${attempt} reads)`);
+    }
+  }
+}
+
+/** The largest file a push reads with {@link readWholeSync} (256 KiB). */
+export const SYNC_READ_MAX = 256 * 1024;
 
 /** Digests of a file's bytes, in hex. */
 export interface FileDigests {

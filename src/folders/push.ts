@@ -73,7 +73,9 @@ import {
   type LocalFile,
   readLocalTree,
   readWhole,
+  readWholeSync,
   STABLE_ATTEMPTS,
+  SYNC_READ_MAX,
   sameStamp,
   stampNow,
 } from './local-tree.js';
@@ -457,7 +459,8 @@ class FilePusher {
     const held = await this.budget.acquire(file.stamp.size);
     try {
       const started = wallNs();
-      const { value: bytes, stamp } = await readWhole(file.path);
+      const { value: bytes, stamp } =
+        file.stamp.size <= SYNC_READ_MAX ? readWholeSync(file.path) : await readWhole(file.path);
       this.hashed++;
       // Both digests, so the index serves any store's listing (MD5 ETags, SHA-256 records).
       const digests = digestsOf(bytes, { md5: true, sha256: true });

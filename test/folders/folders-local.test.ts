@@ -11,10 +11,17 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { LocalStore } from '../../drivers/local/index.js';
-import { exitCodeOf, NotCommitted, SourceChanged, StoreError } from '../../src/core/errors.js';
+import {
+  exitCodeOf,
+  NotCommitted,
+  SourceChanged,
+  SourceError,
+  StoreError,
+} from '../../src/core/errors.js';
 import {
   readLocalTree,
   readWhole,
+  readWholeSync,
   STABLE_ATTEMPTS,
   stableRead,
 } from '../../src/folders/local-tree.js';
@@ -57,6 +64,12 @@ describe('push of files that change while they are read', () => {
     expect(never).toBeInstanceOf(SourceChanged);
     expect(n).toBe(STABLE_ATTEMPTS);
     expect((await readWhole(file)).value.toString()).toMatch(/^one two012$/);
+    // The synchronous read of small files (push's) gives the same bytes and the same stamp.
+    const sync = readWholeSync(file);
+    const promised = await readWhole(file);
+    expect(sync.value.equals(promised.value)).toBe(true);
+    expect(sync.stamp).toEqual(promised.stamp);
+    expect(() => readWholeSync(`${file}.missing`)).toThrow(SourceError);
   });
 
   it('a large file rewritten during its upload is sent again, and the object holds its final bytes', async () => {
