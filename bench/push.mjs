@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { RCLONE_PUSH, rclonePush, seed } from './many-files.mjs';
+import { RCLONE_PUSH, rclonePush, seed, setAside } from './many-files.mjs';
 
 const { values: opt } = parseArgs({
   options: {
@@ -165,13 +165,13 @@ try {
       {
         name: 'provcat fetch (local://, cold)',
         prepare: () => {
-          rmSync(env.PROVCAT_CACHE_DIR, { recursive: true, force: true });
+          setAside(env.PROVCAT_CACHE_DIR);
         },
         argv: () => node('fetch', 'local://bench/fetched/'),
       },
       ...baseline('provcat fetch (local://, cold)', (cli) => ({
         prepare: () => {
-          rmSync(env.PROVCAT_CACHE_DIR, { recursive: true, force: true });
+          setAside(env.PROVCAT_CACHE_DIR);
         },
         argv: () => cli('fetch', 'local://bench/fetched/'),
       })),

@@ -49,7 +49,7 @@ import { parseArgs } from 'node:util';
 import { azureCases, azureTargets } from './azure.mjs';
 import { gcsCases, gcsTargets } from './gcs.mjs';
 import { latencyCases, latencyTargets } from './latency.mjs';
-import { manyFilesCases, manyFilesTargets } from './many-files.mjs';
+import { manyFilesCases, manyFilesTargets, setAside } from './many-files.mjs';
 import { rcloneCopy, refetchTools as sharedRefetchTools } from './refetch-tools.mjs';
 
 const KiB = 1024;
@@ -1380,8 +1380,9 @@ try {
   if (selected.has('8')) cases.push(...(await localCases(env)));
 
   if (selected.has('P') || selected.has('P-local')) {
-    // Issue 28's many-files cases (many-files.mjs); `P-local` leaves out P1, the S3 push.
-    const rmDir = (dir) => rm(dir, { recursive: true, force: true });
+    // Issue 28's many-files cases (many-files.mjs); `P-local` leaves out P1, the S3 push. What a
+    // run made is set aside, not deleted, until the end (many-files.mjs `setAside` says why).
+    const rmDir = async (dir) => setAside(dir);
     const h = { runCase, tool, freshDir, lastJson, log, cleanups, env, CLI, rm: rmDir };
     const more = { runs: RUNS, heavyRuns: HEAVY_RUNS, makeBucket, deleteBucket };
     const sizes = { small: quick ? 200 : SMALL_A.files, many: quick ? 2000 : 20000 };
