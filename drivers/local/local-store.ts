@@ -53,7 +53,7 @@ import { bucketDir, keyPath, makeKeyDir } from './key-paths.js';
 import { listHistory, listPages } from './listing.js';
 import { publishMarker, publishTemp } from './publish.js';
 import { openVersion } from './read-version.js';
-import { currentVersion, infoOf, versionById } from './versions.js';
+import { currentVersion, infoOf, listedVersion, versionById } from './versions.js';
 import { linkOrCopy, writeTemp } from './write-temp.js';
 
 /** Options of {@link LocalStore}. */
@@ -133,7 +133,8 @@ export class LocalStore extends ObjectStore {
     options.signal?.throwIfAborted();
     await this.#ready();
     const where = keyPath(this.root, bucket, key, 'read');
-    return openVersion(key, where, await currentVersion(where), options);
+    const listed = options.listed && listedVersion(where, options.listed);
+    return openVersion(key, where, listed ?? (await currentVersion(where)), options);
   }
 
   override async _put(

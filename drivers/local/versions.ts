@@ -1,16 +1,27 @@
 /**
  * Reading one key's versions from its object directory, the truth about them (`./layout.ts`):
  * one `readdir` answers which versions exist, which is newest and whether it is a delete marker.
+ * A version a listing just named is found by its name alone (one direct `lstat`,
+ * {@link listedVersion}), as a folder fetch's GETs of many small files want.
  * Readers take no lock: version files are immutable once published and never removed.
  *
  * @module
  */
+import { lstatSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import type { ObjectInfo } from '../../src/contract/primitives.js';
+import path from 'node:path';
+import type { GetOptions, ObjectInfo } from '../../src/contract/primitives.js';
 import { NotFound } from '../../src/core/errors.js';
 import { errorCode, fsError } from './fs-errors.js';
 import type { KeyPath } from './key-paths.js';
-import { etagOf, isVersionId, parseVersionFile, timeOf, type VersionFile } from './layout.js';
+import {
+  etagOf,
+  isVersionId,
+  parseVersionFile,
+  timeOf,
+  type VersionFile,
+  versionFileName,
+} from './layout.js';
 
 /** The raw names of a key's directory (empty when it does not exist). */
 export async function versionNames(dir: string, what: string): Promise<string[]> {
@@ -41,6 +52,35 @@ export async function currentVersion(where: KeyPath): Promise<VersionFile> {
   }
   return v;
 }
+
+/**
+ * The version a listing named (`GetOptions.listed`), found without a `readdir`: its file name
+ * follows from its ID, size and ETag (`"<md5>"`, or `"<version ID>"` for a version without an
+ * MD5; see `./layout.ts`), and one `lstat` says it is there. `undefined` when the hint does not
+ * name a version file, or that file is not there (the caller then reads the directory).
+ */
+export function listedVersion(
+  where: KeyPath,
+  listed: NonNullable<GetOptions['listed']>,
+): VersionFile | undefined {
+  const { versionId, size, etag } = listed;
+  if (versionId === undefined || etag === undefined || !isVersionId(versionId)) return undefined;
+  const tag = etag.slice(1, -1);
+  const md5 = tag === versionId ? undefined : MD5.test(tag) ? tag : null;
+  if (md5 === null || !etag.startsWith('"') || !etag.endsWith('"')) return undefined;
+  const v = parseVersionFile(versionFileName(versionId, size, md5));
+  if (v === undefined || v.size === null) return undefined;
+  try {
+    return lstatSync(path.join(where.dir, v.name), { throwIfNoEntry: false })?.isFile()
+      ? v
+      : undefined;
+  } catch {
+    // ENOTDIR, EACCES…: the readdir the caller falls back to reports the cause.
+    return undefined;
+  }
+}
+
+const MD5 = /^[0-9a-f]{32}$/;
 
 /** One version with bytes; `NotFound` for an unknown ID or a delete marker. */
 export async function versionById(where: KeyPath, versionId: string): Promise<VersionFile> {

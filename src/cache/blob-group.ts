@@ -61,7 +61,10 @@ export class BlobGroup<T = undefined> {
     this.#held.add(blob);
   }
 
-  /** True when the install of `blob` waits for the next {@link flush}. */
+  /**
+   * True when the install of `blob` waits for a {@link flush}: the next one, or one running now
+   * (then that flush's caller gets its record back and links it).
+   */
   holds(blob: string): boolean {
     return this.#held.has(blob);
   }
@@ -78,8 +81,13 @@ export class BlobGroup<T = undefined> {
   async flush(): Promise<T[]> {
     const batch = this.#pending;
     this.#pending = [];
-    for (const p of batch) this.#held.delete(p.blob);
     if (batch.length === 0) return [];
+    // Held until renamed: a caller that deferred a blob just before this flush took it asks
+    // `holds` only after its install resolved, and must not link a blob not renamed yet (this
+    // flush's caller links it).
+    const release = () => {
+      for (const p of batch) this.#held.delete(p.blob);
+    };
     this.#limit = Math.min(this.#limit * 2, this.max);
     try {
       if (batch.length < SYNCFS_MIN_FILES || !(await syncFileSystems([this.root]))) {
@@ -94,9 +102,14 @@ export class BlobGroup<T = undefined> {
       }
     } catch (error) {
       for (const { temp } of batch) rmSync(temp, { force: true });
+      release();
       throw error;
     }
-    for (const { temp, blob } of batch) renameSync(temp, blob);
+    try {
+      for (const { temp, blob } of batch) renameSync(temp, blob);
+    } finally {
+      release();
+    }
     return batch.map((p) => p.item);
   }
 }

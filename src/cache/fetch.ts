@@ -165,9 +165,12 @@ async function currentBlob(
   }
   if (sweep) store.cache.sweepBlobTemps(store.scheme, bucket);
   // A small object comes whole (no stream) from drivers that can; a bigger one still streams.
+  // What the listing said lets a driver open the listed version without asking which is
+  // current (the local store: no readdir of the key's directory per file).
   const res = await store._get(bucket, key, {
     signal,
     wholeUpTo: wholeUpToFor(known.size),
+    listed: known.versionId === undefined ? undefined : known,
   });
   // Bytes of the version the listing named are stored under the listing's name, which is where
   // the next listing looks: on S3, whose listings give no version ID, a GET's version ID would
@@ -386,6 +389,7 @@ async function fetchFolder(
             size: e.size ?? 0,
             version: e.version ?? '',
             versionId: e.versionId,
+            etag: e.etag,
           };
           const seen = state?.files[rel];
           const got = await currentBlob(store, bucket, key, listed, transfer, {

@@ -7,7 +7,8 @@
  * - bytes read whole (`GetResult.bytes`): checked, then written with one direct `writev`;
  * - a body delivered into reused read buffers (`GetResult.pipeTo`, src/net/http1-download.ts):
  *   written through a `FileSink` as it comes;
- * - a driver's local file (`GetResult.file`): copied by the kernel;
+ * - a driver's local file (`GetResult.file`) of at most {@link SMALL_BLOB_BYTES}: read whole,
+ *   checked, then written like bytes read whole; a bigger one: copied by the kernel;
  * - a Readable (`GetResult.body`) of at most {@link SMALL_BLOB_BYTES}: gathered, then written
  *   like bytes read whole;
  * - a bigger Readable: written in ~1 MiB `writev` batches through the thread pool, with an early
@@ -24,12 +25,12 @@
  */
 import {
   closeSync,
-  copyFileSync,
   fchmodSync,
   constants as fsc,
   fstatSync,
   fsync,
   openSync,
+  readSync,
   renameSync,
   rmSync,
   writevSync,
@@ -67,6 +68,14 @@ export const SMALL_BLOB_BYTES = 64 * 1024;
 export function wholeUpToFor(size: number): number | undefined {
   return size <= SMALL_BLOB_BYTES ? SMALL_BLOB_BYTES : undefined;
 }
+
+/**
+ * A driver's local file (`GetResult.file`) up to this size is read whole and written from
+ * memory rather than copied by the kernel: for a 1 KiB file the copy's set-up (open, fstat,
+ * ioctl, copy_file_range, fchmod, ftruncate) and the read-back for its digest cost several
+ * times the read and write of the bytes (see docs/performance.md, issue 28).
+ */
+const SMALL_FILE_BYTES = SMALL_BLOB_BYTES;
 
 /** Downloads are written in batches of about this many bytes (one writev each). */
 const WRITE_BATCH_BYTES = 1024 * 1024;
@@ -299,7 +308,10 @@ async function installFromSink(
 }
 
 /**
- * {@link installBlob} from a driver's local file (`GetResult.file`): the kernel copies it (a
+ * {@link installBlob} from a driver's local file (`GetResult.file`). One of at most
+ * {@link SMALL_FILE_BYTES} is read whole with direct calls, checked for `expectedSize` and
+ * `digest` in memory, then written like bytes read whole (temp made read-only, sealed the
+ * same way). A bigger one: the kernel copies it (a
  * reflink where the file system can, else `copy_file_range`; no byte passes through
  * JavaScript) into a temp file this cache created, which is then made read-only, checked for
  * `expectedSize`, checked against `digest` (the one read of the copy that bytes passing through
@@ -315,15 +327,20 @@ async function installFromFile(
   { expectedSize, onBytes, signal, digest, group }: InstallOptions,
 ): Promise<string> {
   signal?.throwIfAborted();
+  // A small file is read whole (a few direct calls) and written like bytes read whole: no
+  // kernel copy to set up, no read-back of the copy for its digest.
+  if (expectedSize <= SMALL_FILE_BYTES) {
+    const bytes = readSmallFile(source, expectedSize);
+    if (digest) checkDigest(digest, digestOf(digest.algorithm, bytes));
+    return writeSmallBlob(dirs, blob, [bytes], { expectedSize, onBytes, group });
+  }
   const temp = blobTempPath(blob);
   // Writable until it is complete (the copy opens it by name); read-only before it is visible.
   const fd = await dirs.inDir(path.dirname(blob), async () =>
     openSync(temp, fsc.O_RDWR | fsc.O_CREAT | fsc.O_EXCL, 0o644),
   );
   try {
-    // A small file's copy takes microseconds: made directly, like the small writes.
-    if (expectedSize <= SMALL_BLOB_BYTES) copyFileSync(source, temp, fsc.COPYFILE_FICLONE);
-    else await copyFile(source, temp, fsc.COPYFILE_FICLONE);
+    await copyFile(source, temp, fsc.COPYFILE_FICLONE);
     const { size } = fstatSync(fd);
     if (size !== expectedSize) {
       throw new StoreError(`copied ${size} bytes, ${expectedSize} expected; nothing was cached`);
@@ -340,6 +357,35 @@ async function installFromFile(
   await sealTemp(fd, temp, blob, group);
   onBytes?.(expectedSize);
   return blob;
+}
+
+/**
+ * The bytes of a driver's file of `expectedSize` (at most {@link SMALL_FILE_BYTES}), read with
+ * direct calls (open, fstat, read, close): `StoreError` when the file is not that size or a
+ * read comes back short, so a torn or wrong file is refused before any temp is made.
+ */
+function readSmallFile(source: string, expectedSize: number): Buffer {
+  const fd = openSync(source, 'r');
+  try {
+    const { size } = fstatSync(fd);
+    if (size !== expectedSize) {
+      throw new StoreError(
+        `${source} holds ${size} bytes, ${expectedSize} expected; nothing was cached`,
+      );
+    }
+    const bytes = Buffer.allocUnsafe(size);
+    let at = 0;
+    while (at < size) {
+      const n = readSync(fd, bytes, at, size - at, at);
+      if (n === 0) {
+        throw new StoreError(`${source} ended after ${at} of ${size} bytes; nothing was cached`);
+      }
+      at += n;
+    }
+    return bytes;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**

@@ -91,6 +91,15 @@ export interface GetOptions {
    * stream. A longer body (the object changed since) is streamed as usual. Drivers may ignore it.
    */
   wholeUpTo?: number | undefined;
+  /**
+   * A hint from a caller whose listing just named the object's current version (a folder
+   * fetch): its version ID, size and ETag. A driver that can open that version's bytes
+   * directly (the local store, whose version files are named by these) may answer with them
+   * without first looking up which version is current: the GET then reads the object as the
+   * listing saw it. When that version is not found, it answers as without the hint. Drivers
+   * may ignore it; `info` always says which version the bytes are.
+   */
+  listed?: Pick<ObjectInfo, 'versionId' | 'size' | 'etag'> | undefined;
 }
 
 /**

@@ -34,6 +34,20 @@ describe('BlobGroup', () => {
     expect(await group.flush()).toEqual([]);
   });
 
+  it('holds a blob while a flush that took it runs, until it is renamed', async () => {
+    const group = new BlobGroup<number>(work, 8);
+    const blob = path.join(work, 'blob-during');
+    writeFileSync(`${blob}.tmp`, 'bytes');
+    group.defer(`${blob}.tmp`, blob, 7);
+    const flushing = group.flush();
+    // The caller that deferred it must leave the link to this flush's caller.
+    expect(group.holds(blob)).toBe(true);
+    expect(existsSync(blob)).toBe(false);
+    expect(await flushing).toEqual([7]);
+    expect(group.holds(blob)).toBe(false);
+    expect(readFileSync(blob, 'utf8')).toBe('bytes');
+  });
+
   it('flushes after `first` blobs, then after twice as many each time, up to its most', async () => {
     const group = new BlobGroup<number>(work, 8, 2);
     const sizes: number[] = [];

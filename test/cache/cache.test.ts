@@ -252,7 +252,7 @@ describe('blob install', () => {
   });
 });
 
-describe('the five install paths', () => {
+describe('the six install paths', () => {
   const small = Buffer.from('sealed the same way');
   const big = Buffer.alloc(100 * 1024, 7);
   /** A GET's result of each shape a driver hands back, for `body`. */
@@ -269,7 +269,15 @@ describe('the five install paths', () => {
       }),
     ],
     [
-      "a driver's local file (kernel copy)",
+      "a driver's small local file (read whole)",
+      (body, dir) => {
+        const file = path.join(dir, `source-${body.length}`);
+        writeFileSync(file, body);
+        return { body: Readable.from([]), file: { path: file, size: body.length } };
+      },
+    ],
+    [
+      "a driver's big local file (kernel copy)",
       (body, dir) => {
         const file = path.join(dir, `source-${body.length}`);
         writeFileSync(file, body);
@@ -288,7 +296,7 @@ describe('the five install paths', () => {
   const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
   for (const [name, shape] of shapes) {
-    const body = name === 'a big Readable' ? big : small;
+    const body = name.includes(' big ') ? big : small;
     it(`${name}: the checked bytes become a read-only blob; bad ones leave nothing`, async () => {
       const dir = temp('install');
       const cache = new Cache({ root: path.join(dir, 'cache') });
@@ -315,6 +323,10 @@ describe('the five install paths', () => {
         expectedSize: body.length,
       });
       await expect(short).rejects.toThrow(StoreError);
+      const long = cache.installBlob(bad, shape(Buffer.concat([body, body]), dir), {
+        expectedSize: body.length,
+      });
+      await expect(long).rejects.toThrow(StoreError);
       // Nothing half-written: the good blob only, no temp file.
       expect(await allFiles(path.join(dir, 'cache'))).toEqual([blob]);
     });
