@@ -33,7 +33,8 @@
  *   (`"<32 hex>"`) for a write streamed through provcat, and its version ID (`"<ticks>-<rand>"`,
  *   never mistaken for an MD5) for a large file the kernel copied (see `./file-copy.ts`).
  * - Listing speed: the object directory is the truth, and one `readdir` of it answers `_head`
- *   and `_get`. But a listing of 10,000 keys cannot afford 10,000 `readdir`s, so every folder
+ *   and `_get` (a `_get` told the listed version opens that file by name: `./versions.ts`
+ *   `listedVersion`). But a listing of 10,000 keys cannot afford 10,000 `readdir`s, so every folder
  *   directory also holds an index entry per version of each key in it (`v.<seg>.<version>`):
  *   one `readdir` of the folder answers a listing or a history of everything in it. Only the
  *   names of index entries and pending markers count: each is a hard link (of the version it
