@@ -12,7 +12,6 @@
  * @module
  */
 import { linkSync, writeFileSync } from 'node:fs';
-import fs from 'node:fs/promises';
 import { errorCode } from './fs-errors.js';
 
 /** Errors of `link` that mean "no hard link here", not "no entry": make an empty file instead. */
@@ -34,25 +33,6 @@ export function linkEntrySync(target: string, entry: string): boolean {
   }
   try {
     writeFileSync(entry, '', { flag: 'wx' });
-    return true;
-  } catch (error) {
-    if (errorCode(error) === 'EEXIST') return false;
-    throw error;
-  }
-}
-
-/** {@link linkEntrySync} through the thread pool. */
-export async function linkEntry(target: string, entry: string): Promise<boolean> {
-  try {
-    await fs.link(target, entry);
-    return true;
-  } catch (error) {
-    const code = errorCode(error);
-    if (code === 'EEXIST') return false;
-    if (code === undefined || !NO_LINK.has(code)) throw error;
-  }
-  try {
-    await fs.writeFile(entry, '', { flag: 'wx' });
     return true;
   } catch (error) {
     if (errorCode(error) === 'EEXIST') return false;

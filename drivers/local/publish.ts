@@ -19,7 +19,7 @@ import lockfile from 'proper-lockfile';
 import { Exists, NotFound, StoreError } from '../../src/core/errors.js';
 import { judgeTemp } from '../../src/core/fs-atomic.js';
 import { syncDirShared } from './dir-sync.js';
-import { linkEntry, linkEntrySync } from './entry-link.js';
+import { linkEntrySync } from './entry-link.js';
 import { errorCode, fsError, type Trace } from './fs-errors.js';
 import type { KeyPath } from './key-paths.js';
 import {
@@ -99,9 +99,11 @@ async function publish(
     trace(`repairing the listing index of ${where.uri}`);
     for (const v of versions) {
       const entry = path.join(where.folder, indexName(where.ref, v.name));
-      await linkEntry(path.join(where.dir, v.name), entry).catch((error: unknown) => {
+      try {
+        linkEntrySync(path.join(where.dir, v.name), entry);
+      } catch (error) {
         throw fsError(error, `cannot write ${where.uri}`, where.uri);
-      });
+      }
     }
   }
   const versionId = nextVersionId(versions.at(-1));
@@ -118,7 +120,8 @@ async function publish(
   }
   await syncDirShared(where.dir, where.uri);
   try {
-    await linkEntry(file, path.join(where.folder, indexName(where.ref, name)));
+    // Synchronous: one `link`, cheaper than a trip through the thread pool.
+    linkEntrySync(file, path.join(where.folder, indexName(where.ref, name)));
   } catch (error) {
     throw fsError(error, `cannot write ${where.uri}`, where.uri);
   }

@@ -182,6 +182,15 @@ export async function stampNow(file: string): Promise<FileStamp> {
   }
 }
 
+/** Whether a read between stamps `before` and `after` holds; `SourceChanged` after the last attempt. */
+function settled(file: string, before: FileStamp, after: FileStamp, attempt: number): boolean {
+  if (sameStamp(before, after)) return true;
+  if (attempt >= STABLE_ATTEMPTS) {
+    throw new SourceChanged(`${file} kept changing while it was read (${attempt} reads)`);
+  }
+  return false;
+}
+
 /**
  * Run `read` between two stamps of `file` that must agree, and return its result with that
  * stamp; a file that changed meanwhile is read again, then {@link SourceChanged}.
@@ -200,10 +209,7 @@ export async function stableRead<T>(
       throw sourceError(file, cause);
     }
     const after = await stampNow(file);
-    if (sameStamp(before, after)) return { value, stamp: after };
-    if (attempt >= STABLE_ATTEMPTS) {
-      throw new SourceChanged(`${file} kept changing while it was read (${attempt} reads)`);
-    }
+    if (settled(file, before, after, attempt)) return { value, stamp: after };
   }
 }
 
@@ -239,10 +245,7 @@ export async function readWhole(file: string): Promise<{ value: Buffer; stamp: F
     } finally {
       await handle.close();
     }
-    if (sameStamp(before, after)) return { value, stamp: after };
-    if (attempt >= STABLE_ATTEMPTS) {
-      throw new SourceChanged(`${file} kept changing while it was read (${attempt} reads)`);
-    }
+    if (settled(file, before, after, attempt)) return { value, stamp: after };
   }
 }
 
@@ -277,10 +280,7 @@ export function readWholeSync(file: string): { value: Buffer; stamp: FileStamp }
     } finally {
       closeSync(fd);
     }
-    if (sameStamp(before, after)) return { value, stamp: after };
-    if (attempt >= STABLE_ATTEMPTS) {
-      throw new SourceChanged(`${file} kept changing while it was read (${attempt} reads)`);
-    }
+    if (settled(file, before, after, attempt)) return { value, stamp: after };
   }
 }
 

@@ -18,7 +18,6 @@ import {
 } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   BATCHES_DIR,
@@ -40,16 +39,11 @@ import {
 import { publishFresh } from '../../drivers/local/publish.js';
 import { NotFound } from '../../src/core/errors.js';
 import { hostTag } from '../../src/core/fs-atomic.js';
+import { text } from '../../src/testing/versions.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-batch-fresh-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 let n = 0;
-
-async function text(body: Readable): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of body) chunks.push(Buffer.from(c as Uint8Array));
-  return Buffer.concat(chunks).toString();
-}
 
 function newStore() {
   const root = path.join(work, `root-${n++}`);
