@@ -33,6 +33,12 @@ export interface GcsStoreOptions extends StoreOptions {
   useAuthWithCustomEndpoint?: boolean | undefined;
   /** Metadata reads and listings on the driver's own GETs. Default on, unless `PROVCAT_GCS_LEAN=0`. */
   lean?: boolean | undefined;
+  /**
+   * The longest one SDK request may take, its answer's body included, before it is abandoned and
+   * retried (default 60 s, the bound the SDK means to apply and drops). Without it, an answer cut
+   * short by a clean close never settles: node-fetch 2, under the SDK, waits for the rest.
+   */
+  requestTimeoutMs?: number | undefined;
   /** Where the settings above are read from. Default `process.env`. */
   env?: NodeJS.ProcessEnv | undefined;
 }
@@ -48,11 +54,16 @@ export interface GcsConfig {
   projectId: string | undefined;
   keyFilename: string | undefined;
   lean: boolean;
+  requestTimeoutMs: number;
 }
+
+/** {@link GcsStoreOptions.requestTimeoutMs} when none is given. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 
 /**
  * Apply defaults and the environment. RangeError for an endpoint that is no URL (a bare host
- * gets `https://`, as in the SDK) or a part size off the 256 KiB grid.
+ * gets `https://`, as in the SDK), a part size off the 256 KiB grid, or a request timeout that is
+ * not a positive integer.
  */
 export function resolveGcsConfig(
   options: GcsStoreOptions = {},
@@ -67,6 +78,10 @@ export function resolveGcsConfig(
   if (options.partSize !== undefined && options.partSize % CHUNK_QUANTUM !== 0) {
     throw new RangeError(`GCS part sizes are multiples of 256 KiB, not ${options.partSize}`);
   }
+  const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  if (!Number.isSafeInteger(requestTimeoutMs) || requestTimeoutMs < 1) {
+    throw new RangeError(`requestTimeoutMs is a positive integer, not ${requestTimeoutMs}`);
+  }
   const custom = endpoint !== GOOGLE_ENDPOINT;
   const auth = !custom || options.useAuthWithCustomEndpoint === true;
   const projectId = envText(options.projectId, env.GOOGLE_CLOUD_PROJECT, env.GCLOUD_PROJECT);
@@ -77,5 +92,6 @@ export function resolveGcsConfig(
     projectId: projectId ?? (auth ? undefined : EMULATOR_PROJECT),
     keyFilename: envText(options.keyFilename, env.GOOGLE_APPLICATION_CREDENTIALS),
     lean: options.lean ?? envSwitch(env.PROVCAT_GCS_LEAN, true),
+    requestTimeoutMs,
   };
 }

@@ -68,12 +68,10 @@ export class GcsStore extends ObjectStore {
   private readonly own: { endpoint: string; auth: boolean };
   /** How metadata and listings are read: chosen once, here (reader.ts). */
   private readonly reader: GcsReader;
-  private readonly versioning = versioningMemo((bucket) =>
-    this.call({ bucket, op: 'versioning' }, async (storage) => {
-      const [meta] = await storage.bucket(bucket).getMetadata();
-      return meta.versioning?.enabled === true ? 'enabled' : 'off';
-    }),
-  );
+  private readonly versioning = versioningMemo(async (bucket) => {
+    const meta = await this.reader.bucket({ bucket, op: 'versioning' });
+    return meta.versioning?.enabled === true ? 'enabled' : 'off';
+  });
 
   /** Throws RangeError for options or environment values out of range. Sends nothing. */
   constructor(options: GcsStoreOptions = {}) {
@@ -103,7 +101,8 @@ export class GcsStore extends ObjectStore {
 
   /**
    * The SDK client: the injected one, or one built on first call from the configuration (ADC,
-   * retries as the module comment says). The SDK is imported here. Building sends nothing.
+   * retries as the module comment says, each request bounded by `requestTimeoutMs`). The SDK is
+   * imported here. Building sends nothing.
    */
   client(): Promise<Storage> {
     return this.injected ? Promise.resolve(this.injected) : this.built();
@@ -111,12 +110,13 @@ export class GcsStore extends ObjectStore {
 
   private readonly built = lazy(async () => {
     const sdk = await loadGcsSdk();
-    const { custom, endpoint, auth, projectId, keyFilename } = this.config;
+    const { custom, endpoint, auth, projectId, keyFilename, requestTimeoutMs } = this.config;
     return new sdk.Storage({
       apiEndpoint: custom ? endpoint : undefined,
       useAuthWithCustomEndpoint: custom && auth ? true : undefined,
       projectId,
       keyFilename,
+      timeout: requestTimeoutMs,
       retryOptions: {
         maxRetries: RETRY_ATTEMPTS - 1,
         idempotencyStrategy: sdk.IdempotencyStrategy.RetryAlways,

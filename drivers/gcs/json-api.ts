@@ -33,6 +33,11 @@ export interface ObjectsPage {
   nextPageToken?: string;
 }
 
+/** The part of a bucket resource (`buckets.get`) the driver reads. */
+export interface BucketResource {
+  versioning?: { enabled?: boolean };
+}
+
 /** True for a string that can be a generation (an int64 in decimal). */
 export function isGeneration(value: string): boolean {
   return /^[1-9]\d{0,18}$/.test(value);
@@ -121,5 +126,10 @@ export function apiUrl(
     .map(([k, v]) => `${k}=${encodeURIComponent(v as string | number)}`)
     .join('&');
   const object = key === undefined ? '' : `/${encodeURIComponent(key)}`;
-  return `${endpoint}/storage/v1/b/${encodeURIComponent(bucket)}/o${object}${query ? `?${query}` : ''}`;
+  return `${bucketUrl(endpoint, bucket)}/o${object}${query ? `?${query}` : ''}`;
+}
+
+/** The JSON API URL of a bucket's resource (`buckets.get`). */
+export function bucketUrl(endpoint: string, bucket: string): string {
+  return `${endpoint}/storage/v1/b/${encodeURIComponent(bucket)}`;
 }

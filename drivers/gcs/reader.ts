@@ -43,6 +43,8 @@ export interface GcsReader {
   ): Promise<api.ObjectResource>;
   /** One listing page of `bucket`. */
   page(context: GcsErrorContext, query: PageQuery, signal?: AbortSignal): Promise<api.ObjectsPage>;
+  /** The bucket's resource (its versioning). */
+  bucket(context: GcsErrorContext, signal?: AbortSignal): Promise<api.BucketResource>;
 }
 
 /** One SDK call through the store's offline check, abort race and error mapping. */
@@ -77,6 +79,11 @@ export class SdkJsonReader implements GcsReader {
     const call = (storage: Storage) => storage.bucket(context.bucket).getFiles(sdkQuery);
     return (await this.call(context, call, signal))[2] as api.ObjectsPage;
   }
+
+  async bucket(context: GcsErrorContext, signal?: AbortSignal) {
+    const call = (storage: Storage) => storage.bucket(context.bucket).getMetadata();
+    return (await this.call(context, call, signal))[0] as api.BucketResource;
+  }
 }
 
 /** A GET of the driver's own (gcs-store.ts `ownGet`): the answer, or the provcat error instead. */
@@ -108,6 +115,14 @@ export class LeanJsonReader implements GcsReader {
     return (
       (await this.json<api.ObjectsPage>(context, url, signal)) ??
       this.sdk.page(context, query, signal)
+    );
+  }
+
+  async bucket(context: GcsErrorContext, signal?: AbortSignal) {
+    const url = api.bucketUrl(this.endpoint, context.bucket);
+    return (
+      (await this.json<api.BucketResource>(context, url, signal)) ??
+      this.sdk.bucket(context, signal)
     );
   }
 

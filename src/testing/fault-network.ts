@@ -211,6 +211,9 @@ class NetworkTrials extends ManagedTrials {
     const started = performance.now();
     const forever = rule.kind === 'stall' && rule.ms === Number.POSITIVE_INFINITY;
     this.figures.where = `${op} with ${rule.kind}${forever ? ' (forever)' : ''}`;
+    if (process.env.PROVCAT_FAULT_VERBOSE === '1') {
+      process.stderr.write(`fault suite: ${this.ctx.target.name} starts ${trial.label}\n`);
+    }
     try {
       if (op.startsWith('fetch')) await this.fetchTrial(trial, forever);
       else if (op.startsWith('put')) await this.putTrial(trial);

@@ -128,6 +128,10 @@ export function faultSuite(target: ConformanceTarget, options: FaultSuiteOptions
         summary(config),
         KNOWN_FINDINGS,
       );
+      // Said before the part runs: a run that outlives its test's timeout prints no figures.
+      process.stderr.write(
+        `fault suite: ${target.name}, ${part}: seed ${config.seed + seedOffset} (PROVCAT_FAULT_SEED=${config.seed} repeats it)\n`,
+      );
       try {
         await body(context(seedOffset), figures);
       } finally {
