@@ -39,6 +39,8 @@ let listings = 0;
 const store = {
   scheme: 'local',
   driver: 'synthetic',
+  // No `startAfter`: one sequential listing (a generated one has no round trips to overlap).
+  capabilities: {},
   async *_history() {
     listings++;
     const per = Math.ceil(files / 1000);

@@ -149,10 +149,32 @@ export async function snapshotFolder(
  */
 class OutOfOrder extends Error {}
 
-/** The digest of one version record, as {@link sameListing} compares them. */
-function feed(hash: ReturnType<typeof createHash>, r: VersionRecord): void {
-  hash.update(JSON.stringify([r.key, r.versionId, r.size, r.current]));
-  hash.update('\n');
+/**
+ * The digest of a listing, record by record, as {@link sameListing} compares them: each record
+ * as its key and version ID with their lengths (so no two listings encode alike), its size and
+ * whether it is current. Records are gathered into text of about 64 KiB per hash update (one
+ * update a record cost a commit about a microsecond a file).
+ */
+class ListingDigest {
+  private readonly hash = createHash('sha256');
+  private text = '';
+
+  add(r: VersionRecord): void {
+    this.text += `${r.key.length}:${r.key}${r.versionId.length}:${r.versionId}${r.size ?? '-'}${r.current ? '+' : '.'}`;
+    if (this.text.length >= 65_536) this.flush();
+  }
+
+  /** The hex digest of every record added (once). */
+  digest(): string {
+    this.flush();
+    return this.hash.digest('hex');
+  }
+
+  private flush(): void {
+    // UTF-16 code units, as the lengths count them: lossless for any string, a lone surrogate too.
+    this.hash.update(this.text, 'utf16le');
+    this.text = '';
+  }
 }
 
 /**
@@ -182,7 +204,7 @@ export async function snapshotStream<T>(
   try {
     for (let attempt = 0; attempt < attempts; attempt++) {
       if (attempt > 0) await sleep(backoffMs(attempt, Math.random, LISTING_BACKOFF), signal);
-      const first = createHash('sha256');
+      const first = new ListingDigest();
       const names = new FolderKeyStream(where);
       let twice: string | undefined;
       let previous: string | undefined;
@@ -191,7 +213,7 @@ export async function snapshotStream<T>(
         if (!inFolder(r)) continue;
         if (previous !== undefined && compareUtf8(previous, r.key) > 0) throw new OutOfOrder();
         previous = r.key;
-        feed(first, r);
+        first.add(r);
         if (!isFile(r)) continue;
         if (r.key === previousFile) twice ??= r.key;
         previousFile = r.key;
@@ -202,14 +224,14 @@ export async function snapshotStream<T>(
       }
       // A folder no fetch could hold is no commit: refused before anything is written.
       if (names.finish() === 'recheck') throw new OutOfOrder();
-      const second = createHash('sha256');
+      const second = new ListingDigest();
       const files = async function* (): AsyncGenerator<CommitFile> {
         let last: string | undefined;
         for await (const r of historyListing(store, bucket, folder, listing)) {
           if (!inFolder(r)) continue;
           if (last !== undefined && compareUtf8(last, r.key) > 0) throw new OutOfOrder();
           last = r.key;
-          feed(second, r);
+          second.add(r);
           if (!isFile(r)) continue;
           const file: CommitFile = { key: r.key, versionId: r.versionId, size: r.size as number };
           if (r.etag !== undefined) file.etag = r.etag;
@@ -217,7 +239,7 @@ export async function snapshotStream<T>(
         }
       };
       const result = await consume(files());
-      if (first.digest('hex') === second.digest('hex')) return result;
+      if (first.digest() === second.digest()) return result;
       debug('snapshot of %s/%s: listings differ (attempt %d)', bucket, folder, attempt + 1);
     }
   } catch (error) {

@@ -5,6 +5,7 @@
  * between a commit and its child (objects written are counted), reads that touch O(log N)
  * pages, and pins of format 2 commits offline.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -21,11 +22,20 @@ import {
 } from '../../src/commits/format.js';
 import { TreeBuilder } from '../../src/commits/pages/build.js';
 import { diffTrees } from '../../src/commits/pages/diff-trees.js';
-import { keyLevel, pageKey } from '../../src/commits/pages/page-format.js';
+import {
+  keyLevel,
+  leafBytes,
+  PAGE_FORMAT,
+  pageBytes,
+  pageKey,
+  parsePage,
+  recordJson,
+} from '../../src/commits/pages/page-format.js';
 import { pagePath } from '../../src/commits/pages/page-store.js';
 import { loadCommit, openCommit } from '../../src/commits/read.js';
 import { ObjectIntegrityError, OfflineMiss, StoreError } from '../../src/core/errors.js';
 import { Uri } from '../../src/core/uri.js';
+import { canonicalJson } from '../../src/logs/canonical-json.js';
 import { rejection } from '../../src/testing/rejection.js';
 import { MemoryBackend, MemoryStore, type MemoryStoreOptions } from '../support/memory-store.js';
 
@@ -118,6 +128,67 @@ describe('the page tree', () => {
     expect(fresh.length).toBeGreaterThanOrEqual(1);
     // The same files give the same root, whatever was built before.
     expect((await build(base)).root).toEqual(root);
+  });
+
+  /** Records of every shape a commit writes: unicode keys, ETags, SHA-256s, other fields, long keys. */
+  const varied = (): CommitFile[] => {
+    const md5 = (i: number) => createHash('md5').update(String(i)).digest('hex');
+    const out: CommitFile[] = [];
+    for (let i = 0; i < 30_000; i++) {
+      const dir = i % 7 === 0 ? 'é/' : 'a/';
+      const f: CommitFile = {
+        key: `data/${dir}${String(i).padStart(6, '0')}${i % 11 === 0 ? '✓' : ''}`,
+        versionId: `v${i % 13}`,
+        size: i,
+      };
+      if (i % 3 === 0) f.etag = `"${md5(i)}"`;
+      if (i % 5 === 0) f.sha256 = createHash('sha256').update(String(i)).digest('hex');
+      if (i % 17 === 0) f.extra = { b: [1, 'x'], a: null };
+      out.push(f);
+    }
+    // Keys of 900 bytes and more: leaves end at MAX_LEAF_BYTES before MAX_PAGE_ENTRIES.
+    for (let i = 0; i < 3000; i++) {
+      out.push({
+        key: `data/z/${String(i).padStart(5, '0')}${'L'.repeat(900)}`,
+        versionId: 'v',
+        size: 1,
+      });
+    }
+    return out.sort((x, y) => Buffer.compare(Buffer.from(x.key), Buffer.from(y.key)));
+  };
+
+  it('writes the pages of format 2 byte for byte: every page canonical, the root of a fixed folder unchanged', async () => {
+    const list = varied();
+    const { root, pages } = await build(list);
+    // The root of this folder as the format's first builder wrote it (2026-12): a builder that
+    // writes other bytes would share no page with commits made before it.
+    expect(root).toEqual({
+      root: '9bfef17c5a328dc48ba9157d90122bf23c2755d0f765c32359c1d851edce4293',
+      height: 1,
+      count: 33_000,
+    });
+    expect(pages.size).toBe(136);
+    let leaves = 0;
+    for (const [hash, bytes] of pages) {
+      expect(sha256Hex(bytes)).toBe(hash);
+      const height = JSON.parse(bytes.toString('utf8')).height as number;
+      const page = parsePage(bytes, height, 'data/', hash);
+      expect(pageBytes(page).equals(bytes)).toBe(true);
+      if (height === 0) leaves++;
+    }
+    expect(leaves).toBeGreaterThan(100);
+    // The fast writers agree with the canonical writer on every record and on a leaf.
+    for (const f of [
+      ...list.slice(0, 2000),
+      { key: 'k', versionId: 'v', size: 0, etag: undefined },
+    ]) {
+      expect(recordJson(f)).toBe(canonicalJson(f));
+    }
+    const files = list.slice(0, 50);
+    expect(
+      leafBytes(files.map(recordJson)).equals(pageBytes({ format: PAGE_FORMAT, height: 0, files })),
+    ).toBe(true);
+    expect(() => recordJson({ key: 'k', versionId: 'v', size: 1.5 })).toThrow(TypeError);
   });
 
   it('refuses keys out of order', async () => {

@@ -8,13 +8,14 @@ import { InvalidArgument } from '../../core/errors.js';
 import { compareUtf8 } from '../../core/keys.js';
 import { type CommitFile, sha256Hex } from '../format.js';
 import {
-  endsPage,
+  keyLevel,
+  leafBytes,
   MAX_LEAF_BYTES,
   MAX_PAGE_ENTRIES,
   PAGE_FORMAT,
-  type Page,
   type PageRef,
   pageBytes,
+  recordJson,
 } from './page-format.js';
 
 /** Where the builder sends each finished page: its hash, canonical bytes and height. */
@@ -30,9 +31,24 @@ export interface TreeRoot {
   count: number;
 }
 
-interface OpenPage {
-  entries: (CommitFile | PageRef)[];
+/** A finished child page as its parent will name it, with the level of its last key. */
+interface Child {
+  ref: PageRef;
+  level: number;
+}
+
+/** The open leaf: its records' canonical JSON (each serialized once), first and last key. */
+interface OpenLeaf {
+  records: string[];
   bytes: number;
+  first: string;
+  last: string;
+  lastLevel: number;
+}
+
+/** An open inner page of one height. */
+interface OpenInner {
+  children: Child[];
   /** Pages this height has finished so far. */
   emitted: number;
 }
@@ -42,9 +58,16 @@ interface OpenPage {
  * (`InvalidArgument` otherwise). The tree depends only on the records, never on how they were
  * fed: the same files give the same root hash, and a changed file changes only its leaf and
  * the pages above it (page-format.ts).
+ *
+ * Each record is serialized once (`recordJson`) and each key hashed once for its level; a leaf's
+ * bytes are its records joined (`leafBytes`), the same bytes `pageBytes` gives.
  */
 export class TreeBuilder {
-  private readonly open: OpenPage[] = [];
+  private leaf: OpenLeaf = { records: [], bytes: 0, first: '', last: '', lastLevel: 0 };
+  /** Leaves finished so far. */
+  private leaves = 0;
+  /** Open inner pages; `inner[0]` has height 1. */
+  private readonly inner: OpenInner[] = [];
   private last: string | undefined;
   private count = 0;
 
@@ -57,74 +80,94 @@ export class TreeBuilder {
         `page tree: ${JSON.stringify(file.key)} does not follow ${JSON.stringify(this.last)}`,
       );
     }
+    const text = recordJson(file);
     this.last = file.key;
     this.count++;
-    const leaf = this.level(0);
-    leaf.entries.push(file);
-    leaf.bytes += JSON.stringify(file).length;
+    const leaf = this.leaf;
+    if (leaf.records.length === 0) leaf.first = file.key;
+    leaf.records.push(text);
+    leaf.bytes += text.length;
+    leaf.last = file.key;
+    leaf.lastLevel = keyLevel(file.key);
     if (
-      endsPage(file.key, 0) ||
-      leaf.entries.length >= MAX_PAGE_ENTRIES ||
+      leaf.lastLevel > 0 ||
+      leaf.records.length >= MAX_PAGE_ENTRIES ||
       leaf.bytes >= MAX_LEAF_BYTES
     ) {
-      await this.flush(0);
+      await this.flushLeaf();
     }
   }
 
   /** Finish the tree (at least one file added) and return its root. */
   async finish(): Promise<TreeRoot> {
     if (this.count === 0) throw new InvalidArgument('page tree: no files');
-    for (let h = 0; ; h++) {
+    if (this.leaves === 0) {
+      const only = await this.writeLeaf();
+      return { root: only.ref.page, height: 0, count: this.count };
+    }
+    if (this.leaf.records.length > 0) await this.flushLeaf();
+    for (let h = 1; ; h++) {
       const level = this.level(h);
-      const top = h === this.open.length - 1;
+      const top = h === this.inner.length;
       if (top && level.emitted === 0) {
-        if (h > 0 && level.entries.length === 1) {
-          const only = level.entries[0] as PageRef;
-          return { root: only.page, height: h - 1, count: this.count };
+        if (level.children.length === 1) {
+          const only = level.children[0] as Child;
+          return { root: only.ref.page, height: h - 1, count: this.count };
         }
-        const ref = await this.write(h, level.entries);
-        return { root: ref.page, height: h, count: this.count };
+        const ref = await this.writeInner(h, level.children);
+        return { root: ref.ref.page, height: h, count: this.count };
       }
-      if (level.entries.length > 0) await this.flush(h);
+      if (level.children.length > 0) await this.flushInner(h);
     }
   }
 
-  private level(h: number): OpenPage {
-    let level = this.open[h];
+  private level(h: number): OpenInner {
+    let level = this.inner[h - 1];
     if (!level) {
-      level = { entries: [], bytes: 0, emitted: 0 };
-      this.open[h] = level;
+      level = { children: [], emitted: 0 };
+      this.inner[h - 1] = level;
     }
     return level;
   }
 
-  private async write(height: number, entries: (CommitFile | PageRef)[]): Promise<PageRef> {
-    const page: Page =
-      height === 0
-        ? { format: PAGE_FORMAT, height: 0, files: entries as CommitFile[] }
-        : { format: PAGE_FORMAT, height, pages: entries as PageRef[] };
-    const bytes = pageBytes(page);
+  private async writeLeaf(): Promise<Child> {
+    const { records, first, last, lastLevel } = this.leaf;
+    const bytes = leafBytes(records);
     const hash = sha256Hex(bytes);
-    await this.sink(hash, bytes, height);
-    const firstEntry = entries[0] as CommitFile | PageRef;
-    const lastEntry = entries[entries.length - 1] as CommitFile | PageRef;
-    const first = 'key' in firstEntry ? firstEntry.key : (firstEntry as PageRef).first;
-    const last = 'key' in lastEntry ? lastEntry.key : (lastEntry as PageRef).last;
-    const count =
-      height === 0 ? entries.length : (entries as PageRef[]).reduce((n, r) => n + r.count, 0);
-    return { page: hash, first, last, count };
+    await this.sink(hash, bytes, 0);
+    return { ref: { page: hash, first, last, count: records.length }, level: lastLevel };
   }
 
-  private async flush(h: number): Promise<void> {
+  private async writeInner(height: number, children: Child[]): Promise<Child> {
+    const pages = children.map((c) => c.ref);
+    const bytes = pageBytes({ format: PAGE_FORMAT, height, pages });
+    const hash = sha256Hex(bytes);
+    await this.sink(hash, bytes, height);
+    const first = (children[0] as Child).ref.first;
+    const lastChild = children[children.length - 1] as Child;
+    const count = pages.reduce((n, r) => n + r.count, 0);
+    return { ref: { page: hash, first, last: lastChild.ref.last, count }, level: lastChild.level };
+  }
+
+  private async flushLeaf(): Promise<void> {
+    const child = await this.writeLeaf();
+    this.leaf = { records: [], bytes: 0, first: '', last: '', lastLevel: 0 };
+    this.leaves++;
+    await this.push(1, child);
+  }
+
+  private async flushInner(h: number): Promise<void> {
     const level = this.level(h);
-    const ref = await this.write(h, level.entries);
-    level.entries = [];
-    level.bytes = 0;
+    const child = await this.writeInner(h, level.children);
+    level.children = [];
     level.emitted++;
-    const up = this.level(h + 1);
-    up.entries.push(ref);
-    if (endsPage(ref.last, h + 1) || up.entries.length >= MAX_PAGE_ENTRIES) {
-      await this.flush(h + 1);
-    }
+    await this.push(h + 1, child);
+  }
+
+  /** Hand a finished page of height `h - 1` to the open page of height `h`. */
+  private async push(h: number, child: Child): Promise<void> {
+    const up = this.level(h);
+    up.children.push(child);
+    if (child.level > h || up.children.length >= MAX_PAGE_ENTRIES) await this.flushInner(h);
   }
 }
