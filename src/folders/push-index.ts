@@ -30,7 +30,7 @@ import { readFile, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { debuglog } from 'node:util';
 import { writeFileAtomic } from '../core/fs-atomic.js';
-import { type FileDigests, type FileStamp, sameStamp } from './local-tree.js';
+import { type FileDigests, type FileStamp, stampTimesNs } from './local-tree.js';
 
 const debug = debuglog('provcat:push');
 
@@ -42,12 +42,16 @@ const RACY_WINDOW_NS = BigInt(RACY_WINDOW_MS) * 1_000_000n;
 /** The first word of an index file: its format. */
 const MAGIC = 'provcat-push-index/1';
 
-const HEX = { md5: /^[0-9a-f]{32}$/, sha256: /^[0-9a-f]{64}$/ };
-
+/** One file's digests in one state: flat, the state as the index file holds it (no bigints). */
 interface Entry {
-  stamp: FileStamp;
+  size: number;
+  state: string;
   md5?: string | undefined;
   sha256?: string | undefined;
+}
+
+function sameState(e: Entry, stamp: FileStamp): boolean {
+  return e.size === stamp.size && e.state === stamp.state;
 }
 
 /** Now, in nanoseconds since the epoch (the clock file systems stamp times with). */
@@ -98,7 +102,7 @@ export class PushIndex {
   /** The digests recorded for `rel` in exactly the state `stamp`, else `undefined`. */
   lookup(rel: string, stamp: FileStamp): FileDigests | undefined {
     const e = this.entries.get(rel);
-    if (e === undefined || !sameStamp(e.stamp, stamp)) return undefined;
+    if (e === undefined || !sameState(e, stamp)) return undefined;
     return { md5: e.md5, sha256: e.sha256 };
   }
 
@@ -111,13 +115,15 @@ export class PushIndex {
     const old = this.entries.get(rel);
     this.dirty = true;
     const still = readStartedNs - RACY_WINDOW_NS;
-    if (stamp.mtimeNs > still || stamp.ctimeNs > still) {
+    const { mtimeNs, ctimeNs } = stampTimesNs(stamp);
+    if (mtimeNs > still || ctimeNs > still) {
       this.entries.delete(rel);
       return;
     }
-    const same = old !== undefined && sameStamp(old.stamp, stamp);
+    const same = old !== undefined && sameState(old, stamp);
     this.entries.set(rel, {
-      stamp,
+      size: stamp.size,
+      state: stamp.state,
       md5: digests.md5 ?? (same ? old.md5 : undefined),
       sha256: digests.sha256 ?? (same ? old.sha256 : undefined),
     });
@@ -137,19 +143,21 @@ export class PushIndex {
     }
     if (!this.dirty) return;
     const lines = [`${MAGIC}\t${JSON.stringify(this.dir)}`];
-    for (const [rel, { stamp: s, md5, sha256 }] of this.entries) {
-      lines.push(
-        [s.size, s.mtimeNs, s.ctimeNs, s.ino, s.dev, md5 ?? '-', sha256 ?? '-', JSON.stringify(rel)]
-          .map(String)
-          .join('\t'),
-      );
+    for (const [rel, { size, state, md5, sha256 }] of this.entries) {
+      lines.push(`${size}\t${state}\t${md5 ?? '-'}\t${sha256 ?? '-'}\t${JSON.stringify(rel)}`);
     }
     await writeFileAtomic(this.file, `${lines.join('\n')}\n`);
     this.dirty = false;
   }
 }
 
-const INT = /^\d{1,20}$/;
+/**
+ * One index line: size, mtime, ctime, inode, device (decimal), MD5 or `-`, SHA-256 or `-`, then
+ * the path as a JSON string (`s`: it may hold U+2028, which JSON leaves as it is). The state is
+ * kept as the text it is.
+ */
+const LINE =
+  /^(\d{1,20})\t(\d{1,20}\t\d{1,20}\t\d{1,20}\t\d{1,20})\t([0-9a-f]{32}|-)\t([0-9a-f]{64}|-)\t(".*)$/s;
 
 /** The entries of an index file, or `undefined` when it is not one (of the folder `dir`). */
 function parse(text: string, dir: string): Map<string, Entry> | undefined {
@@ -157,27 +165,19 @@ function parse(text: string, dir: string): Map<string, Entry> | undefined {
   if (lines.pop() !== '' || lines[0] !== `${MAGIC}\t${JSON.stringify(dir)}`) return undefined;
   const out = new Map<string, Entry>();
   for (let i = 1; i < lines.length; i++) {
-    const f = (lines[i] as string).split('\t');
-    if (f.length < 8) return undefined;
-    const [size, mtime, ctime, ino, dev, md5, sha256] = f as [string, ...string[]];
-    if (![size, mtime, ctime, ino, dev].every((x) => INT.test(x as string))) return undefined;
-    if (md5 !== '-' && !HEX.md5.test(md5 as string)) return undefined;
-    if (sha256 !== '-' && !HEX.sha256.test(sha256 as string)) return undefined;
+    const m = LINE.exec(lines[i] as string);
+    if (m === null) return undefined;
+    const [, size, state, md5, sha256, json] = m as unknown as [string, ...string[]];
     let rel: unknown;
     try {
-      rel = JSON.parse(f.slice(7).join('\t'));
+      rel = JSON.parse(json as string);
     } catch {
       return undefined; // not an index line: the whole file is ignored (module comment)
     }
     if (typeof rel !== 'string') return undefined;
     out.set(rel, {
-      stamp: {
-        size: Number(size),
-        mtimeNs: BigInt(mtime as string),
-        ctimeNs: BigInt(ctime as string),
-        ino: BigInt(ino as string),
-        dev: BigInt(dev as string),
-      },
+      size: Number(size),
+      state: state as string,
       md5: md5 === '-' ? undefined : md5,
       sha256: sha256 === '-' ? undefined : sha256,
     });

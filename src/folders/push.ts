@@ -154,6 +154,19 @@ export interface PushResult {
 }
 
 /** What a store folder holds, from one flat listing (keys raw, `.provcat/` left out). */
+/**
+ * What a push keeps of a listed object: the fields that prove it unchanged and name its version,
+ * not its time (a `Date` a file is about a tenth of a push's memory per file).
+ */
+function kept(o: ObjectInfo): ObjectInfo {
+  const out: ObjectInfo = { key: o.key, size: o.size, version: o.version };
+  if (o.versionId !== undefined) out.versionId = o.versionId;
+  if (o.etag !== undefined) out.etag = o.etag;
+  if (o.sha256 !== undefined) out.sha256 = o.sha256;
+  if (o.md5 !== undefined) out.md5 = o.md5;
+  return out;
+}
+
 async function listRemote(
   store: PushContext,
   bucket: string,
@@ -166,7 +179,7 @@ async function listRemote(
       for (const o of page.objects) {
         if (o.key.endsWith('/') || !o.key.startsWith(prefix)) continue;
         if (prefix === '' && isMetaKey(o.key)) continue;
-        out.set(o.key.slice(prefix.length), o);
+        out.set(o.key.slice(prefix.length), kept(o));
       }
     }
   } catch (error) {

@@ -19,7 +19,12 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LocalStore } from '../../drivers/local/index.js';
-import { type FileStamp, stampNow } from '../../src/folders/local-tree.js';
+import {
+  makeStamp,
+  type StampFields,
+  stampNow,
+  stampTimesNs,
+} from '../../src/folders/local-tree.js';
 import { PushIndex, RACY_WINDOW_MS } from '../../src/folders/push-index.js';
 import { writeTree } from '../support/folder-flows.js';
 
@@ -128,13 +133,15 @@ describe('the push index', () => {
     const dir = tmp('unit');
     writeFileSync(path.join(dir, 'f'), 'x');
     const index = await PushIndex.open(cache, dir);
-    const stamp: FileStamp = {
+    const fields: StampFields = {
       size: 1,
       mtimeNs: 1_000_000_000n,
-      ctimeNs: 1_000_000_000n,
+      ctimeNs: 1_000_000_002n,
       ino: 7n,
       dev: 9n,
     };
+    const stamp = makeStamp(fields);
+    expect(stampTimesNs(stamp)).toEqual({ mtimeNs: 1_000_000_000n, ctimeNs: 1_000_000_002n });
     const digests = { md5: 'a'.repeat(32), sha256: 'b'.repeat(64) };
     index.record('f', stamp, digests, BigInt(Date.now()) * 1_000_000n);
     expect(index.lookup('f', stamp)).toEqual(digests);
@@ -144,13 +151,21 @@ describe('the push index', () => {
       { ctimeNs: 1_000_000_001n },
       { ino: 8n },
       { dev: 10n },
+      // Fields that trade digits must not meet in one string.
+      { mtimeNs: 10_000_000_000n, ctimeNs: 100_000_002n },
     ]) {
-      expect(index.lookup('f', { ...stamp, ...change })).toBeUndefined();
+      expect(index.lookup('f', makeStamp({ ...fields, ...change }))).toBeUndefined();
     }
     expect(index.lookup('g', stamp)).toBeUndefined();
     // Kept across processes: saved atomically, read back by the next open.
-    await index.save(new Set(['f']));
-    expect((await PushIndex.open(cache, dir)).lookup('f', stamp)).toEqual(digests);
+    // Names JSON writes with tabs, newlines or U+2028 in them read back too.
+    const odd = ['tab\there', 'line\nbreak', 'sep\u2028arator'];
+    for (const rel of odd)
+      index.record(rel, stamp, { md5: digests.md5 }, BigInt(Date.now()) * 1_000_000n);
+    await index.save(new Set(['f', ...odd]));
+    const reopened = await PushIndex.open(cache, dir);
+    expect(reopened.lookup('f', stamp)).toEqual(digests);
+    for (const rel of odd) expect(reopened.lookup(rel, stamp)).toEqual({ md5: digests.md5 });
     // Recorded inside the racy window: not kept.
     const fresh = await stampNow(path.join(dir, 'f'));
     index.record('f', fresh, digests, BigInt(Date.now()) * 1_000_000n);
