@@ -37,6 +37,7 @@ export interface GcsStoreOptions extends StoreOptions {
    * The longest one SDK request may take, its answer's body included, before it is abandoned and
    * retried (default 60 s, the bound the SDK means to apply and drops). Without it, an answer cut
    * short by a clean close never settles: node-fetch 2, under the SDK, waits for the rest.
+   * Default `PROVCAT_GCS_REQUEST_TIMEOUT_MS`, else 60 s.
    */
   requestTimeoutMs?: number | undefined;
   /** Where the settings above are read from. Default `process.env`. */
@@ -78,9 +79,18 @@ export function resolveGcsConfig(
   if (options.partSize !== undefined && options.partSize % CHUNK_QUANTUM !== 0) {
     throw new RangeError(`GCS part sizes are multiples of 256 KiB, not ${options.partSize}`);
   }
-  const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const timeoutText = envText(env.PROVCAT_GCS_REQUEST_TIMEOUT_MS);
+  const requestTimeoutMs =
+    options.requestTimeoutMs ??
+    (timeoutText === undefined ? DEFAULT_REQUEST_TIMEOUT_MS : Number(timeoutText));
   if (!Number.isSafeInteger(requestTimeoutMs) || requestTimeoutMs < 1) {
-    throw new RangeError(`requestTimeoutMs is a positive integer, not ${requestTimeoutMs}`);
+    const name =
+      options.requestTimeoutMs === undefined
+        ? 'PROVCAT_GCS_REQUEST_TIMEOUT_MS'
+        : 'requestTimeoutMs';
+    throw new RangeError(
+      `${name} is a positive integer of milliseconds, not ${timeoutText ?? requestTimeoutMs}`,
+    );
   }
   const custom = endpoint !== GOOGLE_ENDPOINT;
   const auth = !custom || options.useAuthWithCustomEndpoint === true;

@@ -181,6 +181,14 @@ describe('gcs configuration', () => {
     expect(resolveGcsConfig({ requestTimeoutMs: 1500 }, {}).requestTimeoutMs).toBe(1500);
     for (const bad of [0, -1, 1.5, Number.NaN])
       expect(() => resolveGcsConfig({ requestTimeoutMs: bad }, {})).toThrow(/requestTimeoutMs/);
+    const timeoutEnv = (v: string) => ({ PROVCAT_GCS_REQUEST_TIMEOUT_MS: v });
+    expect(resolveGcsConfig({}, timeoutEnv('2500')).requestTimeoutMs).toBe(2500);
+    expect(resolveGcsConfig({}, timeoutEnv(' ')).requestTimeoutMs).toBe(60_000);
+    expect(resolveGcsConfig({ requestTimeoutMs: 7 }, timeoutEnv('2500')).requestTimeoutMs).toBe(7);
+    for (const bad of ['10s', '0', '-5'])
+      expect(() => resolveGcsConfig({}, timeoutEnv(bad))).toThrow(
+        /PROVCAT_GCS_REQUEST_TIMEOUT_MS.*not/,
+      );
     expect(() => new GcsStore({ partSize: 3 * CHUNK_QUANTUM * 5, env: {} })).not.toThrow();
   });
 

@@ -19,6 +19,8 @@ import { exitCodeOf, PermissionDenied } from '../../../src/core/errors.js';
 import { faultSuite } from '../../../src/testing/faults.js';
 
 const MiB = 1024 * 1024;
+/** Each SDK request's bound in the trials (the driver's default is 60 s). */
+const REQUEST_TIMEOUT_MS = 8000;
 const server = await startGcsServer();
 const admin = new Storage({ apiEndpoint: server.url, projectId: 'test' });
 const bucket = `faults-${randomBytes(4).toString('hex')}`;
@@ -35,14 +37,24 @@ faultSuite({
       env: {},
       multipartThreshold: MiB,
       partSize: MiB,
+      // Under the suite's 30 s hang watch (fault-network-harness.ts HANG_MS): a cut SDK answer
+      // is retried within it (the CLI's trials get the same bound from the environment).
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
       ...o,
     }),
   bucket,
   flags: { versions: true, createMode: 'atomic', ranges: true, hostileKeys: true },
-  env: { STORAGE_EMULATOR_HOST: server.url, PROVCAT_GCS_LEAN: '1' },
+  env: {
+    STORAGE_EMULATOR_HOST: server.url,
+    PROVCAT_GCS_LEAN: '1',
+    PROVCAT_GCS_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+  },
   network: {
     endpoint: server.url,
-    env: (url) => ({ STORAGE_EMULATOR_HOST: url }),
+    env: (url) => ({
+      STORAGE_EMULATOR_HOST: url,
+      PROVCAT_GCS_REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+    }),
     multipartBytes: MiB,
   },
   stageUri: (prefix) => `gs://${bucket}/${prefix}`,
