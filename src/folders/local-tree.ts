@@ -140,6 +140,34 @@ function sourceError(file: string, cause: unknown): SourceError {
  * a few milliseconds per thousand files between turns of the event loop).
  */
 export async function readLocalTree(root: string): Promise<LocalFile[]> {
+  const out: LocalFile[] = [];
+  await walkLocalTree(root, (file) => {
+    out.push(file);
+  });
+  return out;
+}
+
+/** One folder of a walk: its entries in key order, and the next one to visit. */
+interface WalkFrame {
+  dir: string;
+  rel: string;
+  entries: { name: string; key: string; entry: Dirent<Buffer> }[];
+  next: number;
+}
+
+/**
+ * Hand `visit` the files of {@link readLocalTree}, in the same order (the UTF-8 bytes of `rel`),
+ * one at a time, with the same refusals as they are met (a `visit` that throws ends the walk
+ * with its error). Memory holds the entries of the folders open on the way down, not the tree:
+ * each folder's entries are sorted by name, a folder's name followed by `/` (so `a-b` and
+ * `a.txt` come before the files of `a/`, and `a0` after them), which makes the depth-first order
+ * the key order, with no sort of the whole tree. A callback rather than an async generator: a
+ * promise per file cost a push of 100,000 files 7 % more peak RSS.
+ */
+export async function walkLocalTree(
+  root: string,
+  visit: (file: LocalFile) => void | Promise<void>,
+): Promise<void> {
   let top: BigIntStats;
   try {
     top = await stat(root, { bigint: true });
@@ -147,32 +175,47 @@ export async function readLocalTree(root: string): Promise<LocalFile[]> {
     throw sourceError(root, cause);
   }
   if (!top.isDirectory()) throw new SourceError(`cannot push ${root}: not a folder`);
-  const out: LocalFile[] = [];
-  const dirs: Array<[dir: string, rel: string]> = [[root, '']];
+  const frames: WalkFrame[] = [await readFrame(root, '')];
   let sinceYield = 0;
-  for (let next = dirs.pop(); next !== undefined; next = dirs.pop()) {
-    const [dir, relDir] = next;
-    let entries: Dirent<Buffer>[];
-    try {
-      entries = await readdir(dir, { withFileTypes: true, encoding: 'buffer' });
-    } catch (cause) {
-      throw sourceError(dir, cause);
+  while (frames.length > 0) {
+    const frame = frames[frames.length - 1] as WalkFrame;
+    const item = frame.entries[frame.next++];
+    if (item === undefined) {
+      frames.pop();
+      continue;
     }
-    for (const entry of entries) {
-      const name = decodeName(entry.name, dir);
-      const file = path.join(dir, name);
-      const rel = relDir === '' ? name : `${relDir}/${name}`;
-      if (entry.isDirectory()) dirs.push([file, rel]);
-      else out.push(new TreeFile(rel, dir, name, stampOf(statEntry(entry, file))));
-      // Synchronous stats cost a sixth of the CPU of promised ones; the loop yields often.
-      if (++sinceYield >= YIELD_EVERY) {
-        sinceYield = 0;
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
+    const { name, entry } = item;
+    const file = path.join(frame.dir, name);
+    const rel = frame.rel === '' ? name : `${frame.rel}/${name}`;
+    if (entry.isDirectory()) {
+      frames.push(await readFrame(file, rel));
+      continue;
+    }
+    // Awaited only when it returns a promise: a tick a file is what the callback avoids.
+    const visited = visit(new TreeFile(rel, frame.dir, name, stampOf(statEntry(entry, file))));
+    if (visited !== undefined) await visited;
+    // Synchronous stats cost a sixth of the CPU of promised ones; the loop yields often.
+    if (++sinceYield >= YIELD_EVERY) {
+      sinceYield = 0;
+      await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
-  out.sort((a, b) => compareUtf8(a.rel, b.rel));
-  return out;
+}
+
+/** The entries of one folder of a walk, in key order (see {@link walkLocalTree}). */
+async function readFrame(dir: string, rel: string): Promise<WalkFrame> {
+  let listed: Dirent<Buffer>[];
+  try {
+    listed = await readdir(dir, { withFileTypes: true, encoding: 'buffer' });
+  } catch (cause) {
+    throw sourceError(dir, cause);
+  }
+  const entries = listed.map((entry) => {
+    const name = decodeName(entry.name, dir);
+    return { name, key: entry.isDirectory() ? `${name}/` : name, entry };
+  });
+  entries.sort((a, b) => compareUtf8(a.key, b.key));
+  return { dir, rel, entries, next: 0 };
 }
 
 /** Files stat()ed between two turns of the event loop by {@link readLocalTree}. */
