@@ -161,8 +161,8 @@ interface WalkFrame {
  * with its error). Memory holds the entries of the folders open on the way down, not the tree:
  * each folder's entries are sorted by name, a folder's name followed by `/` (so `a-b` and
  * `a.txt` come before the files of `a/`, and `a0` after them), which makes the depth-first order
- * the key order, with no sort of the whole tree. A callback rather than an async generator: a
- * promise per file cost a push of 100,000 files 7 % more peak RSS.
+ * the key order, with no sort of the whole tree. A callback rather than an async generator, so a
+ * consumer that only collects pays no promise per file.
  */
 export async function walkLocalTree(
   root: string,

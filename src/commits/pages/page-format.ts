@@ -131,11 +131,6 @@ export function keyLevel(key: string): number {
   return n;
 }
 
-/** True when a page of `height` ends after an entry whose last key is `key` (content-defined). */
-export function endsPage(key: string, height: number): boolean {
-  return keyLevel(key) > height;
-}
-
 const HEX64 = /^[0-9a-f]{64}$/;
 
 function isObject(v: unknown): v is Record<string, unknown> {
