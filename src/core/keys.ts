@@ -127,6 +127,11 @@ export interface FolderKeyRules {
   keyProblem?: ((key: string) => string | undefined) | undefined;
   /** Check rule 3 (names one disk would merge, a name both file and folder). Default true. */
   disk?: boolean | undefined;
+  /**
+   * Check rule 1 (names no URI can name) in {@link FolderKeyStream}. Default true; false for
+   * names already checked, or that another writer chose (only rule 3 then applies).
+   */
+  names?: boolean | undefined;
 }
 
 /**
@@ -213,7 +218,9 @@ export class FolderKeyStream {
       throw new Error(`FolderKeyStream: ${JSON.stringify(rel)} came out of key order`);
     }
     this.#last = rel;
-    this.#nameError ??= keyNameError(this.#folder, rel, this.#rules);
+    if (this.#rules.names !== false) {
+      this.#nameError ??= keyNameError(this.#folder, rel, this.#rules);
+    }
     if (this.#rules.disk === false) return;
     const open = this.#open;
     while (open.length > 0 && !rel.startsWith(open[open.length - 1] as string)) open.pop();

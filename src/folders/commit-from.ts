@@ -10,6 +10,8 @@
  *
  * @module
  */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
 import type { CommitOptions, KnownDigests } from '../commits/commit.js';
 import { checkConcurrency } from '../core/concurrency.js';
 import { NotCommitted } from '../core/errors.js';
@@ -62,14 +64,30 @@ export async function commitFrom(
     const { noCreateError } = await import('../logs/small-objects.js');
     throw noCreateError(store, bucket, `commit of ${folder}`);
   }
-  const digests = new PushedDigests(prefix);
-  const { result: pushed, local } = await runPush(
-    store,
-    localDir,
-    uri,
-    { ...options, dryRun: false },
-    digests,
-  );
+  const { indexFolder } = await import('./push-index.js');
+  const { tempPathFor } = await import('../core/fs-atomic.js');
+  const temps = indexFolder(store.cache.root);
+  await mkdir(temps, { recursive: true });
+  const digests = await PushedDigests.create(prefix, tempPathFor(path.join(temps, 'digests')));
+  try {
+    const pushed = await runPush(store, localDir, uri, { ...options, dryRun: false }, digests);
+    await digests.seal();
+    return await commitPushed(store, localDir, pushed, prefix, message, options, digests);
+  } finally {
+    await digests.dispose();
+  }
+}
+
+/** The commit after the push (see {@link commitFrom}). */
+async function commitPushed(
+  store: PushContext,
+  localDir: string,
+  pushed: PushResult,
+  prefix: string,
+  message: string,
+  options: CommitFromOptions,
+  digests: PushedDigests,
+): Promise<CommitFromResult> {
   const { commitFolder } = await import('../commits/commit.js');
   let pinned: Uri;
   // The files of the commit that the local folder lacks, seen as its records stream into pages
@@ -78,10 +96,10 @@ export async function commitFrom(
   const known: KnownDigests = {
     begin: () => {
       extra.length = 0;
+      digests.begin();
     },
     sha256Of: (record) => {
-      const rel = record.key.slice(prefix.length);
-      if (!local.has(rel)) extra.push(rel);
+      if (!digests.hasFile(record.key)) extra.push(record.key.slice(prefix.length));
       return digests.sha256Of(record);
     },
   };

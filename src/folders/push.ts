@@ -51,18 +51,27 @@
  *
  * Uploads run first, then deletes (`delete`), each with at most `concurrency` requests in flight.
  *
+ * **Two passes, in memory that does not grow with the folder.** The first (src/folders/push-plan.ts)
+ * walks the folder and lists the store folder, both in key order, checks the refusals and writes
+ * the merged plan to a temp file; the second reads the plan in order and sends, with the push
+ * index read beside it and the next one written in the same order as the files are done
+ * (src/core/ordered.ts), so a million files cost about 160 MiB of peak RSS, not 2 GiB.
+ *
  * @module
  */
 
+import { mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
 import { debuglog } from 'node:util';
 import { statedMd5 } from '../cache/content-digest.js';
 import type { CachedStoreContext } from '../cache/context.js';
 import type { ObjectInfo, PutBatch } from '../contract/primitives.js';
 import type { ProgressCallback } from '../contract/store-context.js';
-import { checkConcurrency, forEachLimit } from '../core/concurrency.js';
+import { checkConcurrency } from '../core/concurrency.js';
 import { contentTypeFor } from '../core/content-type.js';
-import { NotFound, SourceChanged, StoreError, UriError } from '../core/errors.js';
-import { checkDiskNames, checkFolderKeys, compareUtf8, isMetaKey } from '../core/keys.js';
+import { NotFound, SourceChanged } from '../core/errors.js';
+import { sweepAbandonedTemps } from '../core/fs-atomic.js';
+import { forEachInOrder, type Outcome } from '../core/ordered.js';
 import { toUri, type Uri } from '../core/uri.js';
 import type { UploadSettings } from '../upload/settings.js';
 import {
@@ -70,8 +79,6 @@ import {
   digestsOf,
   type FileDigests,
   type FileStamp,
-  type LocalFile,
-  readLocalTree,
   readWhole,
   readWholeSync,
   STABLE_ATTEMPTS,
@@ -80,9 +87,17 @@ import {
   stampNow,
 } from './local-tree.js';
 import { ByteBudget, PushProgress } from './push-bookkeeping.js';
-import { PushIndex, wallNs } from './push-index.js';
+import { deleteExtra, type PushAction } from './push-deletes.js';
+import {
+  digestsAt,
+  type IndexEntry,
+  indexFolder,
+  PushIndex,
+  recordedEntry,
+  wallNs,
+} from './push-index.js';
+import { makePlan, type PlanRecord, planBatches, removeEmpty } from './push-plan.js';
 import type { DigestSink } from './pushed-digests.js';
-import { listRemote } from './remote-listing.js';
 
 const debug = debuglog('provcat:push');
 
@@ -122,14 +137,7 @@ export interface PushOptions {
   signal?: AbortSignal | undefined;
 }
 
-/** One thing a push did (or, in a dry run, would do). */
-export interface PushAction {
-  action: 'upload' | 'delete';
-  /** The path relative to the folder (the key below it). */
-  path: string;
-  /** Bytes uploaded; for a delete, the size of the object deleted. */
-  size: number;
-}
+export type { PushAction } from './push-deletes.js';
 
 /** What {@link pushFolder} did. */
 export interface PushResult {
@@ -154,63 +162,6 @@ export interface PushResult {
   actions: PushAction[];
 }
 
-function refusal(localDir: string, folder: Uri): string {
-  return `push of ${localDir} to ${folder} refused`;
-}
-
-/**
- * Refuse names no URI can name or the store cannot hold exactly (src/core/keys.ts `checkFolderKeys`),
- * and `.provcat/` at a bucket root: no store call needed.
- */
-function checkLocalNames(
-  files: readonly LocalFile[],
-  folder: Uri,
-  localDir: string,
-  keyProblem: (key: string) => string | undefined = () => undefined,
-): void {
-  const where = refusal(localDir, folder);
-  for (const f of files) {
-    if (folder.isBucket && isMetaKey(f.rel)) {
-      throw new UriError(`${where}: ${f.path}: keys under .provcat/ belong to provcat`, {
-        uri: folder.toString(),
-      });
-    }
-    try {
-      checkFolderKeys(folder, [f.rel], { keyProblem, disk: false });
-    } catch (cause) {
-      const why = (cause as Error).message.slice(`${folder}: `.length);
-      throw new UriError(`${where}: ${f.path}: ${why}`, { uri: folder.toString(), cause });
-    }
-  }
-}
-
-/**
- * Refuse a push after which the store folder would not fetch back (the checks of a fetch):
- * names one case-insensitive disk stores as one, a name both a file and a folder. Checked on
- * the folder as it will be: the local files, plus the objects a push without `delete` keeps.
- */
-function checkResultNames(
-  files: readonly LocalFile[],
-  folder: Uri,
-  localDir: string,
-  remote: ReadonlyMap<string, ObjectInfo>,
-  deleting: boolean,
-): void {
-  const where = refusal(localDir, folder);
-  const local = files.map((f) => f.rel);
-  const result = deleting ? local : [...new Set([...local, ...remote.keys()])];
-  try {
-    checkDiskNames(result, folder);
-  } catch (cause) {
-    if (!(cause instanceof StoreError)) throw cause;
-    const text = cause.message.replace(/; refusing to fetch$/, '');
-    throw new StoreError(`${where}: the folder would not fetch back (${text})`, {
-      uri: folder.toString(),
-      cause,
-    });
-  }
-}
-
 /**
  * Upload the files of the local folder `localDir` to the store folder `uri` (a file-form URI is
  * taken as the folder of that name), skipping files whose object already holds their bytes, and
@@ -229,13 +180,70 @@ export async function pushFolder(
   uri: Uri | string,
   options: PushOptions = {},
 ): Promise<PushResult> {
-  return (await runPush(store, localDir, uri, options)).result;
+  return runPush(store, localDir, uri, options);
+}
+
+/** A local file of the plan, with what the push index holds of it as the push goes. */
+class PushItem implements PlanRecord {
+  /** The entry of the next push index (at first `old`; see FilePusher). */
+  entry: IndexEntry | undefined;
+  constructor(
+    readonly rel: string,
+    readonly local: FileStamp,
+    readonly remote: ObjectInfo | undefined,
+    /** What the last push index held of the file. */
+    readonly old: IndexEntry | undefined,
+    private readonly localDir: string,
+  ) {
+    this.entry = old;
+  }
+
+  /** The local path (joined when asked: most files of a push are never opened). */
+  get path(): string {
+    return path.join(this.localDir, this.rel);
+  }
+}
+
+/** What pushing one file did: the bytes sent (none: unchanged), and the digest of its object. */
+interface Pushed {
+  sent: number | undefined;
+  learnt?: { info: ObjectInfo; sha256: string | undefined } | undefined;
 }
 
 /**
- * {@link pushFolder}, also returning the local folder's paths (src/folders/commit-from.ts), and
- * telling `digests` the SHA-256 of every file it sent or found unchanged, with the version that
- * holds it (src/folders/pushed-digests.ts; every file is then hashed or found in the push index).
+ * The plan's local files, as push items, a batch at a time, each with its entry of the push
+ * index (read beside the plan, in the same order); `read.stale` tells, once the plan is read,
+ * whether the next index must be written even if no entry changes (`PushIndex.close`).
+ */
+async function* localItems(
+  planFile: string,
+  prefix: string,
+  localDir: string,
+  index: PushIndex,
+  read: { stale: boolean },
+): AsyncGenerator<PushItem[]> {
+  try {
+    for await (const batch of planBatches(planFile, prefix)) {
+      const items: PushItem[] = [];
+      for (const r of batch) {
+        if (r.local === undefined) continue;
+        items.push(new PushItem(r.rel, r.local, r.remote, index.entryFor(r.rel), localDir));
+      }
+      yield items;
+    }
+  } finally {
+    read.stale = index.close();
+  }
+}
+
+/**
+ * {@link pushFolder}, also telling `digests` every local file in key order, with the SHA-256 of
+ * each file it sent or found unchanged and the version that holds it
+ * (src/folders/pushed-digests.ts; every file is then hashed or found in the push index).
+ *
+ * In two passes of bounded memory (src/folders/push-plan.ts): the plan — walk, listing, index,
+ * refusals — then the uploads from it, the next push index and the digests written in key
+ * order as the files are done (src/core/ordered.ts).
  */
 export async function runPush(
   store: PushContext,
@@ -243,109 +251,123 @@ export async function runPush(
   uri: Uri | string,
   options: PushOptions,
   digests?: DigestSink,
-): Promise<{ result: PushResult; local: ReadonlySet<string> }> {
+): Promise<PushResult> {
   checkConcurrency(options.concurrency);
   const { folderOf } = await import('../commits/log.js');
   const { uri: folder, bucket, folder: prefix } = folderOf(store, toUri(uri), 'push');
   store.online(folder, 'push');
   const { signal } = options;
   const dryRun = options.dryRun === true;
-  const files = await readLocalTree(localDir);
-  checkLocalNames(files, folder, localDir, store.capabilities.keyProblem);
-  const remote = await listRemote(store, bucket, prefix, signal);
-  checkResultNames(files, folder, localDir, remote, options.delete === true);
-  const localRels = new Set(files.map((f) => f.rel));
-  const gone =
-    options.delete === true
-      ? [...remote.entries()]
-          .filter(([rel]) => !localRels.has(rel))
-          .sort(([a], [b]) => compareUtf8(a, b))
-      : [];
-
-  const totalBytes = files.reduce((n, f) => n + f.stamp.size, 0);
-  const progress = new PushProgress(
-    store,
-    folder.toString(),
-    options.onProgress,
-    totalBytes,
-    files.length,
-  );
-  const index = await PushIndex.open(store.cache.root, localDir);
-  const batch = dryRun ? undefined : store.batchPuts(bucket, prefix);
-  const pusher = new FilePusher(
-    store,
-    bucket,
-    prefix,
-    dryRun,
-    progress,
-    options.contentType,
-    index,
-    batch,
-    digests,
-  );
-  const uploads: PushAction[] = [];
-  let skipped = 0;
-  const concurrency = options.concurrency ?? store.concurrency;
+  const cacheRoot = store.cache.root;
+  const temps = indexFolder(cacheRoot);
+  // A dry run leaves the cache as it was: the folders made for its plan go after it.
+  const made = await mkdir(temps, { recursive: true });
+  // A killed push's plan; never a live one's (src/core/fs-atomic.ts).
+  await sweepAbandonedTemps(temps).catch((error: unknown) => {
+    debug('cannot sweep %s: %s', temps, String(error));
+  });
+  let plan: Awaited<ReturnType<typeof makePlan>>;
   try {
+    plan = await makePlan({
+      store,
+      localDir,
+      folder,
+      bucket,
+      prefix,
+      deleting: options.delete === true,
+      beside: path.join(temps, 'plan'),
+      signal,
+    });
+  } catch (error) {
+    if (dryRun && made !== undefined) await removeEmpty(temps, made);
+    throw error;
+  }
+  try {
+    const progress = new PushProgress(
+      store,
+      folder.toString(),
+      options.onProgress,
+      plan.bytes,
+      plan.files,
+    );
+    const batch = dryRun ? undefined : store.batchPuts(bucket, prefix);
+    const pusher = new FilePusher(
+      store,
+      bucket,
+      prefix,
+      dryRun,
+      progress,
+      options.contentType,
+      batch,
+      digests !== undefined,
+    );
+    const uploads: PushAction[] = [];
+    let skipped = 0;
+    const concurrency = options.concurrency ?? store.concurrency;
+    const last = await PushIndex.open(cacheRoot, localDir);
+    const read = { stale: false };
+    const index = dryRun ? undefined : await PushIndex.next(cacheRoot, localDir);
+    const done = (item: PushItem, outcome: Outcome<Pushed>) => {
+      const wrote = index?.add(item.rel, item.old, item.entry);
+      const pushed = outcome !== undefined && 'value' in outcome ? outcome.value : undefined;
+      if (pushed !== undefined) {
+        if (pushed.sent === undefined) skipped++;
+        else uploads.push({ action: 'upload', path: item.rel, size: pushed.sent });
+      }
+      if (digests === undefined) return wrote;
+      const learnt = pushed?.learnt;
+      return chain(wrote, () => digests.file(item.rel, learnt?.info, learnt?.sha256));
+    };
     try {
-      await forEachLimit(
-        files,
-        concurrency,
-        async (file, inner) => {
-          const sent = await pusher.push(file, remote.get(file.rel), inner);
-          if (sent === undefined) skipped++;
-          else uploads.push({ action: 'upload', path: file.rel, size: sent });
-        },
-        signal,
-      );
-    } catch (error) {
-      // The push fails with its own error; the batch still ends (its marker goes).
-      await batch?.close().catch((closeError: unknown) => {
-        debug('cannot close the batch of a failed push: %s', String(closeError));
-      });
-      throw error;
-    }
-    // Nothing sent counts as pushed before it is durable.
-    await batch?.close();
-  } finally {
-    // What was hashed stays true whether or not the push completed; a dry run changes nothing.
-    if (!dryRun) {
-      await index.save(localRels).catch((error: unknown) => {
+      try {
+        await forEachInOrder(
+          localItems(plan.file, prefix, localDir, last, read),
+          concurrency,
+          (item, inner) => pusher.push(item, inner),
+          done,
+          { signal },
+        );
+      } catch (error) {
+        // The push fails with its own error; the batch still ends (its marker goes).
+        await batch?.close().catch((closeError: unknown) => {
+          debug('cannot close the batch of a failed push: %s', String(closeError));
+        });
+        throw error;
+      }
+      // Nothing sent counts as pushed before it is durable.
+      await batch?.close();
+    } finally {
+      // What was hashed stays true whether or not the push completed; a dry run changes nothing.
+      await index?.finish(read.stale).catch((error: unknown) => {
         debug('cannot save the push index (the next push hashes again): %s', String(error));
       });
     }
+    const deletes =
+      options.delete === true
+        ? await deleteExtra(store, bucket, prefix, plan.file, { concurrency, dryRun, signal })
+        : [];
+    return {
+      uri: folder,
+      uploaded: uploads.length,
+      skipped,
+      hashed: pusher.hashed,
+      deleted: deletes.length,
+      bytes: uploads.reduce((n, a) => n + a.size, 0),
+      dryRun,
+      actions: [...uploads, ...deletes],
+    };
+  } finally {
+    await rm(plan.file, { force: true });
+    if (dryRun && made !== undefined) await removeEmpty(temps, made);
   }
-  const deletes: PushAction[] = [];
-  await forEachLimit(
-    gone,
-    concurrency,
-    async ([rel, info], inner) => {
-      if (!dryRun) {
-        try {
-          await store._delete(bucket, prefix + rel, { signal: inner });
-        } catch (error) {
-          if (error instanceof NotFound) return; // deleted meanwhile by someone else
-          throw error;
-        }
-      }
-      deletes.push({ action: 'delete', path: rel, size: info.size });
-    },
-    signal,
-  );
-  const byPath = (a: PushAction, b: PushAction) => compareUtf8(a.path, b.path);
-  uploads.sort(byPath);
-  deletes.sort(byPath);
-  const result: PushResult = {
-    uri: folder,
-    uploaded: uploads.length,
-    skipped,
-    hashed: pusher.hashed,
-    deleted: deletes.length,
-    bytes: uploads.reduce((n, a) => n + a.size, 0),
-    dryRun,
-    actions: [...uploads, ...deletes],
-  };
-  return { result, local: localRels };
+}
+
+/** `first`, then `then`: one promise only when either needs one. */
+function chain(
+  first: Promise<void> | undefined,
+  then: () => Promise<void> | undefined,
+): Promise<void> | undefined {
+  return first === undefined ? then() : first.then(then);
 }
 
 /** Sends one file at a time; see the module comment. */
@@ -364,27 +386,21 @@ class FilePusher {
     private readonly dryRun: boolean,
     private readonly progress: PushProgress,
     private readonly contentType: string | undefined,
-    private readonly index: PushIndex,
     /** Where small files go when the store batches their durability (see the module comment). */
     private readonly batch: PutBatch | undefined,
-    private readonly digests?: DigestSink | undefined,
+    /** The SHA-256 of every file is wanted (to tell a digest sink). */
+    wantSha: boolean,
   ) {
     this.wholeMax = Math.min(WHOLE_READ_MAX, store.uploads.multipartThreshold);
     this.recordSha = store.capabilities.sha256Metadata === true;
-    this.wantSha = this.recordSha || digests !== undefined;
+    this.wantSha = this.recordSha || wantSha;
   }
 
-  /** Push one file: the bytes sent, or `undefined` when its object already held them. */
-  async push(
-    file: LocalFile,
-    info: ObjectInfo | undefined,
-    signal: AbortSignal,
-  ): Promise<number | undefined> {
-    const sent =
-      file.stamp.size <= this.wholeMax
-        ? await this.pushWhole(file, info, signal)
-        : await this.pushFromDisk(file, info, signal);
-    return sent;
+  /** Push one file: the bytes sent (none when its object already held them), and its digest. */
+  async push(file: PushItem, signal: AbortSignal): Promise<Pushed> {
+    return file.local.size <= this.wholeMax
+      ? this.pushWhole(file, file.remote, signal)
+      : this.pushFromDisk(file, file.remote, signal);
   }
 
   /**
@@ -392,11 +408,11 @@ class FilePusher {
    * (and the SHA-256 to record, on a driver that records it).
    */
   private known(
-    file: LocalFile,
+    file: PushItem,
     stamp: FileStamp,
     want: { md5: boolean; sha256: boolean },
   ): FileDigests | undefined {
-    const known = this.index.lookup(file.rel, stamp);
+    const known = digestsAt(file.entry, stamp);
     if (known === undefined) return undefined;
     if (want.md5 && known.md5 === undefined) return undefined;
     if ((want.sha256 || this.wantSha) && known.sha256 === undefined) return undefined;
@@ -408,20 +424,20 @@ class FilePusher {
    * read), else read whole (one snapshot), hashed, compared and sent from memory.
    */
   private async pushWhole(
-    file: LocalFile,
+    file: PushItem,
     info: ObjectInfo | undefined,
     signal: AbortSignal,
-  ): Promise<number | undefined> {
+  ): Promise<Pushed> {
     const progress = this.progress.file();
-    if (info !== undefined && this.index.lookup(file.rel, file.stamp) !== undefined) {
+    if (info !== undefined && digestsAt(file.entry, file.local) !== undefined) {
       let short = false;
       let sha256: string | undefined;
       const same = await this.unchanged(
         file,
         info,
-        file.stamp.size,
+        file.local.size,
         async (want) => {
-          const known = this.known(file, file.stamp, want);
+          const known = this.known(file, file.local, want);
           short ||= known === undefined;
           sha256 = known?.sha256;
           return known ?? {};
@@ -429,26 +445,25 @@ class FilePusher {
         signal,
       );
       if (same !== undefined && !short) {
-        this.digests?.learn(file.rel, same, sha256);
-        progress.done(file.stamp.size);
-        return undefined;
+        progress.done(file.local.size);
+        return { sent: undefined, learnt: { info: same, sha256 } };
       }
     }
-    const held = await this.budget.acquire(file.stamp.size);
+    const held = await this.budget.acquire(file.local.size);
     try {
       const started = wallNs();
       const { value: bytes, stamp } =
-        file.stamp.size <= SYNC_READ_MAX ? readWholeSync(file.path) : await readWhole(file.path);
+        file.local.size <= SYNC_READ_MAX ? readWholeSync(file.path) : await readWhole(file.path);
       this.hashed++;
       // Both digests, so the index serves any store's listing (MD5 ETags, SHA-256 records).
       const digests = digestsOf(bytes, { md5: true, sha256: true });
-      this.index.record(file.rel, stamp, digests, started);
+      file.entry = recordedEntry(file.entry, stamp, digests, started);
       const same = await this.unchanged(file, info, bytes.length, async () => digests, signal);
       if (same !== undefined) {
-        this.digests?.learn(file.rel, same, digests.sha256);
         progress.done(bytes.length);
-        return undefined;
+        return { sent: undefined, learnt: { info: same, sha256: digests.sha256 } };
       }
+      let learnt: Pushed['learnt'];
       if (!this.dryRun) {
         const key = this.prefix + file.rel;
         const putOptions = {
@@ -462,10 +477,10 @@ class FilePusher {
           this.batch !== undefined
             ? await this.batch.put(key, bytes, putOptions)
             : await this.store._put(this.bucket, key, bytes, putOptions);
-        if (put.size === bytes.length) this.digests?.learn(file.rel, put, digests.sha256);
+        if (put.size === bytes.length) learnt = { info: put, sha256: digests.sha256 };
       }
       progress.done(bytes.length);
-      return bytes.length;
+      return { sent: bytes.length, learnt };
     } finally {
       this.budget.release(held);
     }
@@ -473,10 +488,10 @@ class FilePusher {
 
   /** A large file: hashed and sent from disk, its state checked before and after. */
   private async pushFromDisk(
-    file: LocalFile,
+    file: PushItem,
     info: ObjectInfo | undefined,
     signal: AbortSignal,
-  ): Promise<number | undefined> {
+  ): Promise<Pushed> {
     const progress = this.progress.file();
     for (let attempt = 1; attempt <= STABLE_ATTEMPTS; attempt++) {
       progress.undo();
@@ -495,16 +510,18 @@ class FilePusher {
       };
       const same = await this.unchanged(file, info, before.size, digest, signal);
       if (!sameStamp(before, await stampNow(file.path))) continue;
-      if (hashedAt !== undefined) this.index.record(file.rel, before, digests, hashedAt);
+      if (hashedAt !== undefined) file.entry = recordedEntry(file.entry, before, digests, hashedAt);
       if (same !== undefined || this.dryRun) {
-        if (same !== undefined) this.digests?.learn(file.rel, same, digests.sha256);
         progress.done(before.size);
-        return same !== undefined ? undefined : before.size;
+        return same !== undefined
+          ? { sent: undefined, learnt: { info: same, sha256: digests.sha256 } }
+          : { sent: before.size };
       }
       if (this.wantSha && digests.sha256 === undefined) {
         await digest({ md5: false, sha256: true });
         if (!sameStamp(before, await stampNow(file.path))) continue;
-        if (hashedAt !== undefined) this.index.record(file.rel, before, digests, hashedAt);
+        if (hashedAt !== undefined)
+          file.entry = recordedEntry(file.entry, before, digests, hashedAt);
       }
       let put: ObjectInfo;
       try {
@@ -522,9 +539,11 @@ class FilePusher {
       // The engine compared the file with its state when it opened it; this compares it with
       // the state that was hashed.
       if (!sameStamp(before, await stampNow(file.path))) continue;
-      if (put.size === before.size) this.digests?.learn(file.rel, put, digests.sha256);
       progress.done(before.size);
-      return before.size;
+      return {
+        sent: before.size,
+        learnt: put.size === before.size ? { info: put, sha256: digests.sha256 } : undefined,
+      };
     }
     throw new SourceChanged(
       `${file.path} kept changing while it was pushed (${STABLE_ATTEMPTS} attempts); ` +
@@ -538,7 +557,7 @@ class FilePusher {
    * see the module comment. `digest` hashes the file on demand.
    */
   private async unchanged(
-    file: LocalFile,
+    file: PushItem,
     info: ObjectInfo | undefined,
     size: number,
     digest: (want: { md5: boolean; sha256: boolean }) => Promise<FileDigests>,

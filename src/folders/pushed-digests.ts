@@ -1,7 +1,8 @@
 /**
  * {@link PushedDigests}: the SHA-256 a push knows of each file it left in the store folder, tied
  * to the exact version it knows it for, so that `commit --from` (src/folders/commit-from.ts) can
- * record it in the commit's file records (`sha256`, docs/commit-format.md).
+ * record it in the commit's file records (`sha256`, docs/commit-format.md), and which keys the
+ * local folder held (the commit's `extra` are the others).
  *
  * A digest is learnt only for one version of one key: the version a put returned, or the
  * version of the listing (or HEAD) entry that proved the object already held the file's bytes.
@@ -13,70 +14,125 @@
  * src/contract/entry.ts — every store's ETag changes when the object is written again, except
  * where it is a digest of the bytes, which proves the same bytes anyway).
  *
- * Kept compact, since a push may leave millions of files: the key below the folder (the push's
- * own string, shared with its list of local paths) to a slot, and per slot the version ID, the
- * size and the 32 digest bytes in a shared buffer (about 100 bytes a file besides the key).
+ * **Kept in a file, in key order, not in memory**, since a push may leave millions of files:
+ * the push tells each local file once, in key order ({@link DigestSink.file}), and the commit
+ * asks for each of its records in key order ({@link PushedDigests.sha256Of}), so one pass over
+ * the file answers a pass over the records. A record asked out of that order (a listing in
+ * another order) starts the file again: slower, never wrong.
  *
  * @module
  */
+import { rm } from 'node:fs/promises';
 import type { ObjectInfo } from '../contract/primitives.js';
+import { compareUtf8 } from '../core/keys.js';
+import { field, LineCursor, LineWriter, unfield } from './line-files.js';
 
-/** Slots per digest chunk (32 bytes each: 128 KiB a chunk). */
-const CHUNK_SLOTS = 4096;
-
-/** What a push tells its digest sink: each file's version and SHA-256 (see the module comment). */
+/** What a push tells its digest sink: each local file, in key order, with what it knows of it. */
 export interface DigestSink {
   /**
-   * The object `info` (its `versionId`, else its `etag`, and `size`) holds bytes whose SHA-256
-   * is `sha256`; `rel` is its key below the pushed folder. Ignored without a version ID or ETag,
-   * or without a valid digest.
+   * The local file `rel` (its key below the pushed folder; next in key order) is in the folder;
+   * the object `info` (its `versionId`, else its `etag`, and `size`) holds bytes whose SHA-256
+   * is `sha256`, when both are given. No digest is kept without a version ID or ETag, or for
+   * one that is not 64 hex digits.
    */
-  learn(rel: string, info: ObjectInfo, sha256: string | undefined): void;
+  file(rel: string, info?: ObjectInfo, sha256?: string): Promise<void> | undefined;
 }
 
-/** The digests a push learnt, looked up by a commit's file records. */
+/** The version a digest was learnt for: the version ID, else `\0` and the ETag. */
+function versionTag(info: ObjectInfo): string | undefined {
+  if (info.versionId !== undefined && info.versionId !== '') return info.versionId;
+  if (info.etag !== undefined && info.etag !== '') return `\0${info.etag}`;
+  return undefined;
+}
+
+const SHA256 = /^[0-9a-f]{64}$/;
+
+/** One line, read: `[rel]`, or `[rel, versionTag, size, sha256]` (tab-separated fields). */
+type Line = [string] | [string, string, number, string];
+
+/** The digests a push learnt, written as it goes and looked up by a commit's file records. */
 export class PushedDigests implements DigestSink {
-  private readonly slots = new Map<string, number>();
-  private readonly versions: string[] = [];
-  private readonly sizes: number[] = [];
-  private readonly chunks: Buffer[] = [];
+  private writer: LineWriter | undefined;
+  private cursor: LineCursor | undefined;
+  private head: Line | undefined;
+  private lastAsked: string | undefined;
+  private files = 0;
 
-  /** @param prefix the pushed folder's prefix (`data/`; `` for a bucket), which records' keys start with */
-  constructor(readonly prefix: string) {}
+  private constructor(
+    /** The pushed folder's prefix (`data/`; `` for a bucket), which records' keys start with. */
+    readonly prefix: string,
+    private readonly path: string,
+  ) {}
 
-  /** How many files have a digest. */
-  get size(): number {
-    return this.slots.size;
+  /** An empty set of digests of the folder `prefix`, kept in the new file `file`. */
+  static async create(prefix: string, file: string): Promise<PushedDigests> {
+    const digests = new PushedDigests(prefix, file);
+    digests.writer = await LineWriter.create(file);
+    return digests;
   }
 
-  /** See {@link DigestSink.learn}. A later call for the same `rel` replaces the earlier one. */
-  learn(rel: string, info: ObjectInfo, sha256: string | undefined): void {
-    // An ETag stands for the version as `\0<etag>` (no version ID starts with NUL).
-    const versionId =
-      info.versionId !== undefined && info.versionId !== ''
-        ? info.versionId
-        : info.etag !== undefined && info.etag !== ''
-          ? `\0${info.etag}`
-          : undefined;
-    if (versionId === undefined || sha256?.length !== 64) return;
-    if (info.key !== this.prefix + rel) return;
-    let slot = this.slots.get(rel);
-    if (slot === undefined) {
-      slot = this.versions.length;
-      this.slots.set(rel, slot);
-      this.versions.push(versionId);
-      this.sizes.push(info.size);
-    } else {
-      this.versions[slot] = versionId;
-      this.sizes[slot] = info.size;
+  /** How many local files were told. */
+  get size(): number {
+    return this.files;
+  }
+
+  /** See {@link DigestSink.file}. */
+  file(rel: string, info?: ObjectInfo, sha256?: string): Promise<void> | undefined {
+    if (this.writer === undefined) throw new Error('PushedDigests: told a file after the push');
+    this.files++;
+    const tag = info === undefined ? undefined : versionTag(info);
+    const known =
+      info !== undefined &&
+      tag !== undefined &&
+      sha256 !== undefined &&
+      SHA256.test(sha256) &&
+      info.key === this.prefix + rel;
+    return this.writer.add(
+      known ? `${field(rel)}\t${field(tag)}\t${info.size}\t${sha256}` : field(rel),
+    );
+  }
+
+  /** The push is over: what it told can be read. */
+  async seal(): Promise<void> {
+    await this.writer?.close();
+    this.writer = undefined;
+  }
+
+  /** A pass over the commit's records begins (see `KnownDigests.begin`). */
+  begin(): void {
+    this.cursor?.close();
+    this.cursor = undefined;
+    this.head = undefined;
+    this.lastAsked = undefined;
+  }
+
+  /** The line of `rel`, or `undefined` when the local folder had no such file. */
+  private lineOf(rel: string): Line | undefined {
+    if (this.writer !== undefined) throw new Error('PushedDigests: asked before the push ended');
+    if (this.lastAsked !== undefined && compareUtf8(this.lastAsked, rel) > 0) this.begin();
+    this.lastAsked = rel;
+    this.cursor ??= new LineCursor(this.path);
+    for (;;) {
+      if (this.head === undefined) {
+        const text = this.cursor.next();
+        if (text === undefined) return undefined;
+        const f = text.split('\t');
+        const name = unfield(f[0] as string) as string;
+        this.head =
+          f.length === 4
+            ? [name, unfield(f[1] as string) as string, Number(f[2]), f[3] as string]
+            : [name];
+      }
+      const c = compareUtf8(this.head[0], rel);
+      if (c > 0) return undefined;
+      if (c === 0) return this.head;
+      this.head = undefined;
     }
-    const chunk = Math.floor(slot / CHUNK_SLOTS);
-    while (this.chunks.length <= chunk) this.chunks.push(Buffer.alloc(CHUNK_SLOTS * 32));
-    // Hex decoding stops at the first character that is not hex: 32 bytes, or no digest (the
-    // slot then matches no version).
-    if ((this.chunks[chunk] as Buffer).write(sha256, (slot % CHUNK_SLOTS) * 32, 32, 'hex') !== 32) {
-      this.versions[slot] = '';
-    }
+  }
+
+  /** Whether the record's key (below the folder) was a file of the local folder. */
+  hasFile(key: string): boolean {
+    return key.startsWith(this.prefix) && this.lineOf(key.slice(this.prefix.length)) !== undefined;
   }
 
   /**
@@ -90,17 +146,20 @@ export class PushedDigests implements DigestSink {
     etag?: string | undefined;
   }): string | undefined {
     if (!record.key.startsWith(this.prefix)) return undefined;
-    const slot = this.slots.get(record.key.slice(this.prefix.length));
-    if (slot === undefined || this.sizes[slot] !== record.size) return undefined;
-    const v = this.versions[slot] as string;
+    const line = this.lineOf(record.key.slice(this.prefix.length));
+    if (line === undefined || line.length === 1 || line[2] !== record.size) return undefined;
+    const v = line[1];
     const same =
       v === record.versionId ||
-      (v.charCodeAt(0) === 0 &&
-        record.etag !== undefined &&
-        v.length === record.etag.length + 1 &&
-        v.endsWith(record.etag));
-    if (!same) return undefined;
-    const at = (slot % CHUNK_SLOTS) * 32;
-    return (this.chunks[Math.floor(slot / CHUNK_SLOTS)] as Buffer).toString('hex', at, at + 32);
+      (v.charCodeAt(0) === 0 && record.etag !== undefined && v.slice(1) === record.etag);
+    return same ? line[3] : undefined;
+  }
+
+  /** Remove the file. */
+  async dispose(): Promise<void> {
+    this.begin();
+    await this.writer?.close().catch(() => undefined);
+    this.writer = undefined;
+    await rm(this.path, { force: true });
   }
 }

@@ -13,7 +13,7 @@ import { isMetaKey } from '../core/keys.js';
  * What a push keeps of a listed object: the fields that prove it unchanged and name its version,
  * not its time (a `Date` a file is about a tenth of a push's memory per file).
  */
-function kept(o: ObjectInfo): ObjectInfo {
+export function kept(o: ObjectInfo): ObjectInfo {
   const out: ObjectInfo = { key: o.key, size: o.size, version: o.version };
   if (o.versionId !== undefined) out.versionId = o.versionId;
   if (o.etag !== undefined) out.etag = o.etag;

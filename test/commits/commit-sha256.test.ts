@@ -26,6 +26,7 @@ import {
   sha256Hex,
 } from '../../src/commits/format.js';
 import { loadCommit, openCommit } from '../../src/commits/read.js';
+import type { ObjectInfo } from '../../src/contract/primitives.js';
 import { ObjectIntegrityError } from '../../src/core/errors.js';
 import type { Uri } from '../../src/core/uri.js';
 import { commitFrom } from '../../src/folders/commit-from.js';
@@ -209,36 +210,55 @@ describe.each(targets)('commit --from records SHA-256s ($name)', (t) => {
     const uri = folderUri('exact');
     const first = await store._put(t.bucket, 'exact/x.txt', Buffer.from('one'));
     await store._put(t.bucket, 'exact/y.txt', Buffer.from('why'));
-    const digests = new PushedDigests('exact/');
-    digests.learn('x.txt', first, sha('one'));
-    // y.txt: learnt for a size it does not have, and with no version ID at all.
     const y = await store._head(t.bucket, 'exact/y.txt');
-    digests.learn('y.txt', { ...y, size: 4 }, sha('why'));
+    // What a push tells, in key order, in a file of its own.
+    const told = async (files: [string, ObjectInfo?, string?][]) => {
+      const d = await PushedDigests.create(
+        'exact/',
+        path.join(mkdtempSync(path.join(tmpdir(), 'provcat-digests-')), 'd'),
+      );
+      for (const [rel, info, sha256] of files) await d.file(rel, info, sha256);
+      await d.seal();
+      return d;
+    };
+    // y.txt: learnt for a size it does not have.
+    const digests = await told([
+      ['x.txt', first, sha('one')],
+      ['y.txt', { ...y, size: 4 }, sha('why')],
+    ]);
     // Another writer replaces x.txt between the push and the commit's snapshot.
     await store._put(t.bucket, 'exact/x.txt', Buffer.from('two'));
     const c = await commitFolder(store, uri, 'one', {}, digests);
     const files = await records(store, t.bucket, idOf(c));
     expect(files.get('exact/x.txt')?.sha256).toBeUndefined();
     expect(files.get('exact/y.txt')?.sha256).toBeUndefined();
-    const none = new PushedDigests('exact/');
     // An entry without a version ID (an S3 listing): its ETag stands for the version.
-    none.learn('y.txt', { ...y, versionId: undefined }, sha('why'));
+    const none = await told([
+      ['x.txt', first, 'z'.repeat(64)],
+      ['y.txt', { ...y, versionId: undefined }, sha('why')],
+    ]);
     const yRecord = { key: 'exact/y.txt', versionId: 'another', size: 3 };
-    expect(none.sha256Of({ ...yRecord, etag: y.etag })).toBe(sha('why'));
-    expect(none.sha256Of({ ...yRecord, etag: '"0123"' })).toBeUndefined();
-    expect(none.sha256Of({ ...yRecord, etag: y.etag, size: 4 })).toBeUndefined();
-    none.learn('x.txt', first, 'z'.repeat(64));
     expect(
       none.sha256Of({ key: 'exact/x.txt', versionId: first.versionId as string, size: 3 }),
     ).toBe(undefined);
+    expect(none.sha256Of({ ...yRecord, etag: y.etag })).toBe(sha('why'));
+    expect(none.sha256Of({ ...yRecord, etag: '"0123"' })).toBeUndefined();
+    expect(none.sha256Of({ ...yRecord, etag: y.etag, size: 4 })).toBeUndefined();
     expect(none.sha256Of({ key: 'exact/y.txt', versionId: y.versionId as string, size: 3 })).toBe(
       undefined,
     );
+    // Asked out of key order: the file is read again, never a wrong answer.
+    expect(none.sha256Of({ ...yRecord, etag: y.etag })).toBe(sha('why'));
+    expect(none.hasFile('exact/x.txt')).toBe(true);
+    expect(none.hasFile('exact/w.txt')).toBe(false);
+    await none.dispose();
+    await digests.dispose();
     // The version it knew: recorded (the files are those of commit 1: only a digest is added).
     const x = await store._head(t.bucket, 'exact/x.txt');
-    digests.learn('x.txt', x, sha('two'));
-    const c2 = await commitFolder(store, uri, 'two', { allowEmpty: true }, digests);
+    const known = await told([['x.txt', x, sha('two')], ['y.txt']]);
+    const c2 = await commitFolder(store, uri, 'two', { allowEmpty: true }, known);
     expect((await records(store, t.bucket, idOf(c2))).get('exact/x.txt')?.sha256).toBe(sha('two'));
+    await known.dispose();
   });
 
   it('a commit from a listing records none, and format 1 commits read as before', async () => {

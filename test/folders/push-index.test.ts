@@ -19,13 +19,15 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LocalStore } from '../../drivers/local/index.js';
+import { makeStamp, type StampFields, stampTimesNs } from '../../src/folders/local-tree.js';
 import {
-  makeStamp,
-  type StampFields,
-  stampNow,
-  stampTimesNs,
-} from '../../src/folders/local-tree.js';
-import { PushIndex, RACY_WINDOW_MS } from '../../src/folders/push-index.js';
+  digestsAt,
+  type IndexEntry,
+  PushIndex,
+  RACY_WINDOW_MS,
+  recordedEntry,
+  wallNs,
+} from '../../src/folders/push-index.js';
 import { writeTree } from '../support/folder-flows.js';
 
 function tmp(label: string): string {
@@ -129,10 +131,6 @@ describe('the push index', () => {
   });
 
   it('an entry is trusted only when every field of the stamp matches', async () => {
-    const cache = tmp('unit-cache');
-    const dir = tmp('unit');
-    writeFileSync(path.join(dir, 'f'), 'x');
-    const index = await PushIndex.open(cache, dir);
     const fields: StampFields = {
       size: 1,
       mtimeNs: 1_000_000_000n,
@@ -143,8 +141,8 @@ describe('the push index', () => {
     const stamp = makeStamp(fields);
     expect(stampTimesNs(stamp)).toEqual({ mtimeNs: 1_000_000_000n, ctimeNs: 1_000_000_002n });
     const digests = { md5: 'a'.repeat(32), sha256: 'b'.repeat(64) };
-    index.record('f', stamp, digests, BigInt(Date.now()) * 1_000_000n);
-    expect(index.lookup('f', stamp)).toEqual(digests);
+    const entry = recordedEntry(undefined, stamp, digests, wallNs());
+    expect(digestsAt(entry, stamp)).toEqual(digests);
     for (const change of [
       { size: 2 },
       { mtimeNs: 1_000_000_001n },
@@ -154,21 +152,116 @@ describe('the push index', () => {
       // Fields that trade digits must not meet in one string.
       { mtimeNs: 10_000_000_000n, ctimeNs: 100_000_002n },
     ]) {
-      expect(index.lookup('f', makeStamp({ ...fields, ...change }))).toBeUndefined();
+      expect(digestsAt(entry, makeStamp({ ...fields, ...change }))).toBeUndefined();
     }
-    expect(index.lookup('g', stamp)).toBeUndefined();
-    // Kept across processes: saved atomically, read back by the next open.
-    // Names JSON writes with tabs, newlines or U+2028 in them read back too.
-    const odd = ['tab\there', 'line\nbreak', 'sep\u2028arator'];
-    for (const rel of odd)
-      index.record(rel, stamp, { md5: digests.md5 }, BigInt(Date.now()) * 1_000_000n);
-    await index.save(new Set(['f', ...odd]));
-    const reopened = await PushIndex.open(cache, dir);
-    expect(reopened.lookup('f', stamp)).toEqual(digests);
-    for (const rel of odd) expect(reopened.lookup(rel, stamp)).toEqual({ md5: digests.md5 });
+    // A digest learnt later for the same state joins the one learnt before.
+    const md5Only = recordedEntry(undefined, stamp, { md5: digests.md5 }, wallNs());
+    expect(
+      digestsAt(recordedEntry(md5Only, stamp, { sha256: digests.sha256 }, wallNs()), stamp),
+    ).toEqual(digests);
     // Recorded inside the racy window: not kept.
-    const fresh = await stampNow(path.join(dir, 'f'));
-    index.record('f', fresh, digests, BigInt(Date.now()) * 1_000_000n);
-    expect(index.lookup('f', fresh)).toBeUndefined();
+    const now = wallNs();
+    expect(
+      recordedEntry(entry, makeStamp({ ...fields, mtimeNs: now, ctimeNs: now }), digests, now),
+    ).toBeUndefined();
+  });
+
+  /** Write an index of `entries` (in that order) for `dir`, and read it back in key order. */
+  async function roundTrip(cache: string, dir: string, rels: string[], entry: IndexEntry) {
+    const out = await PushIndex.next(cache, dir);
+    for (const rel of rels) out.add(rel, undefined, entry);
+    await out.finish(false);
+    return PushIndex.open(cache, dir);
+  }
+
+  it('is written and read in key order, names of any kind included', async () => {
+    const cache = tmp('unit-cache');
+    const dir = tmp('unit');
+    const entry = recordedEntry(
+      undefined,
+      makeStamp(OLD_FIELDS),
+      { md5: 'c'.repeat(32) },
+      wallNs(),
+    );
+    if (entry === undefined) throw new Error('an old state is kept');
+    // Names JSON writes with tabs, newlines or U+2028 in them read back too.
+    const rels = ['a', 'line\nbreak', 'sep\u2028arator', 'tab\there', 'z/\u{1f600}'];
+    const index = await roundTrip(cache, dir, rels, entry);
+    // Asked in key order, some skipped: each asked one is found; the skipped ones are dropped.
+    expect(index.entryFor('a')).toEqual(entry);
+    expect(index.entryFor('b')).toBeUndefined();
+    expect(index.entryFor('sep\u2028arator')).toEqual(entry);
+    expect(index.entryFor('z/\u{1f600}')).toEqual(entry);
+    expect(index.close()).toBe(true); // two entries passed over: the next index differs
+    const again = await PushIndex.open(cache, dir);
+    for (const rel of rels) expect(again.entryFor(rel)).toEqual(entry);
+    expect(again.close()).toBe(false);
+    // Nothing changed: the next index leaves the file as it is (no rewrite).
+    const file = path.join(
+      cache,
+      'v1',
+      'push-index',
+      readdirSync(path.join(cache, 'v1', 'push-index'))[0] as string,
+    );
+    const before = statSync(file).mtimeMs;
+    const same = await PushIndex.next(cache, dir);
+    for (const rel of rels) same.add(rel, entry, entry);
+    await same.finish(false);
+    expect(statSync(file).mtimeMs).toBe(before);
+    expect(readdirSync(path.dirname(file))).toHaveLength(1); // no temp left
+  });
+
+  it('an index out of key order (an older provcat wrote it) is read whole, then rewritten', async () => {
+    const cache = tmp('unit-cache');
+    const dir = tmp('unit');
+    const entry = recordedEntry(
+      undefined,
+      makeStamp(OLD_FIELDS),
+      { md5: 'd'.repeat(32) },
+      wallNs(),
+    );
+    if (entry === undefined) throw new Error('an old state is kept');
+    // Format 1, as older provcat wrote it: in the order the files were hashed.
+    const file0 = await roundTrip(cache, dir, ['m', 'b', 'x', 'a'], entry);
+    expect(file0.close()).toBe(true);
+    const indexDir = path.join(cache, 'v1', 'push-index');
+    const written = path.join(indexDir, readdirSync(indexDir)[0] as string);
+    const text = await readFile(written, 'utf8');
+    // Format 1 holds each path as JSON.
+    const v1 = text
+      .replace('provcat-push-index/2', 'provcat-push-index/1')
+      .replace(/\t([a-z])\n/g, '\t"$1"\n');
+    await writeFile(written, v1);
+    const index = await PushIndex.open(cache, dir);
+    for (const rel of ['a', 'b', 'm', 'x']) expect(index.entryFor(rel)).toEqual(entry);
+    expect(index.close()).toBe(true);
+    // Format 2 found out of order: read whole from there on; what it misses is hashed again.
+    await writeFile(written, text);
+    const found = await PushIndex.open(cache, dir);
+    expect(found.entryFor('m')).toEqual(entry);
+    expect(found.entryFor('x')).toEqual(entry);
+    expect(found.close()).toBe(true);
+    // A line that does not parse: the entries before it are trusted, the rest are not.
+    const file = path.join(
+      cache,
+      'v1',
+      'push-index',
+      readdirSync(path.join(cache, 'v1', 'push-index'))[0] as string,
+    );
+    const lines = (await readFile(file, 'utf8')).split('\n');
+    lines.splice(2, 1, 'garbage');
+    await writeFile(file, lines.join('\n'));
+    const torn = await PushIndex.open(cache, dir);
+    expect(torn.entryFor('m')).toEqual(entry);
+    expect(torn.entryFor('x')).toBeUndefined();
+    expect(torn.close()).toBe(true);
   });
 });
+
+const OLD_FIELDS: StampFields = {
+  size: 3,
+  mtimeNs: BigInt(OLD) * 1_000_000_000n,
+  ctimeNs: BigInt(OLD) * 1_000_000_000n,
+  ino: 11n,
+  dev: 12n,
+};

@@ -1,0 +1,69 @@
+/**
+ * The first pass of a push (src/folders/push-plan.ts) on a store whose listing is not in key
+ * order: the merge of the walk and the listing is not trusted, the plan is made again from the
+ * whole listing, sorted, and the push does exactly what it does on an ordered listing — the
+ * unchanged files skipped, the changed ones sent, the missing objects deleted — leaving no temp
+ * file behind.
+ */
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { LocalStore } from '../../drivers/local/index.js';
+import type { ListPage, PagesOptions } from '../../src/contract/primitives.js';
+import { readTree, writeTree } from '../support/folder-flows.js';
+
+const tmp = (label: string) => mkdtempSync(path.join(tmpdir(), `provcat-plan-${label}-`));
+
+/** A local store whose flat listing comes in reverse key order, in one page. */
+class ReversedListing extends LocalStore {
+  listings = 0;
+  override async *_pages(
+    bucket: string,
+    prefix: string,
+    options?: PagesOptions,
+  ): AsyncIterable<ListPage> {
+    this.listings++;
+    const objects = [];
+    for await (const page of super._pages(bucket, prefix, options)) objects.push(...page.objects);
+    yield { prefixes: [], objects: objects.reverse() };
+  }
+}
+
+describe('push plan', () => {
+  it('a listing out of key order: the push is the same as on an ordered one', async () => {
+    const store = new ReversedListing({ root: tmp('root'), cache: tmp('cache') });
+    await store.makeBucket('b', { versioning: true });
+    const dir = tmp('local');
+    const tree: Record<string, string> = {};
+    for (let i = 0; i < 40; i++) tree[`d${i % 4}/f${i}.txt`] = `file ${i}`;
+    tree['a-b.txt'] = 'dash';
+    tree['a/b.txt'] = 'slash';
+    writeTree(dir, tree);
+    const uri = 'local://b/data/';
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 42, skipped: 0 });
+    // Unchanged: nothing sent (a plan made from the sorted listing finds every object).
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 0, skipped: 42 });
+    // One changed, one gone, one new; with delete.
+    writeFileSync(path.join(dir, 'd1/f1.txt'), 'changed');
+    utimesSync(path.join(dir, 'd1/f1.txt'), 1_700_000_000, 1_700_000_000);
+    rmSync(path.join(dir, 'd2/f2.txt'));
+    writeFileSync(path.join(dir, 'new.txt'), 'new');
+    const before = store.listings;
+    const third = await store.push(dir, uri, { delete: true });
+    expect(third).toMatchObject({ uploaded: 2, skipped: 40, deleted: 1 });
+    expect(third.actions).toEqual([
+      { action: 'upload', path: 'd1/f1.txt', size: 7 },
+      { action: 'upload', path: 'new.txt', size: 3 },
+      { action: 'delete', path: 'd2/f2.txt', size: 6 },
+    ]);
+    // The merge saw the disorder and listed once more, whole.
+    expect(store.listings - before).toBe(2);
+    const fetched = (await store.fetch(uri)).path;
+    expect(await readTree(fetched)).toEqual(await readTree(dir));
+    // No plan is left; at most the push index (none here: the files are too new to trust).
+    const left = readdirSync(path.join(store.cache.root, 'v1', 'push-index'));
+    expect(left.filter((name) => !/^[0-9a-f]{32}\.tsv$/.test(name))).toEqual([]);
+    await store.close();
+  });
+});
