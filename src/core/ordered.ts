@@ -79,7 +79,13 @@ export async function forEachInOrder<T, R>(
     const slot: Slot<T, R> = { item, done: false, outcome: undefined };
     queue.push(slot);
     running++;
-    fn(item, inner.signal)
+    let run: Promise<R>;
+    try {
+      run = fn(item, inner.signal);
+    } catch (error) {
+      run = Promise.reject(error);
+    }
+    run
       .then(
         (value) => {
           slot.outcome = { value };

@@ -56,8 +56,6 @@ export interface Plan {
   /** Local files, and their bytes. */
   files: number;
   bytes: number;
-  /** Objects the local folder lacks. */
-  extra: number;
 }
 
 /** What {@link makePlan} works on. */
@@ -139,15 +137,14 @@ export async function makePlan(input: PlanInput): Promise<Plan> {
     }
     const planFile = tempPathFor(input.beside);
     try {
-      let merged: { extra: number };
       try {
-        merged = await merge(input, localFile, planFile, streamed(input));
+        await merge(input, localFile, planFile, streamed(input));
       } catch (error) {
         if (!(error instanceof Unordered)) throw error;
         await rm(planFile, { force: true });
         const all = await listRemote(input.store, input.bucket, input.prefix, input.signal);
         const sorted = [...all].sort(([a], [b]) => compareUtf8(a, b));
-        merged = await merge(
+        await merge(
           input,
           localFile,
           planFile,
@@ -156,7 +153,7 @@ export async function makePlan(input: PlanInput): Promise<Plan> {
           })(),
         );
       }
-      return { file: planFile, files: count, bytes, ...merged };
+      return { file: planFile, files: count, bytes };
     } catch (error) {
       await rm(planFile, { force: true });
       throw error;
@@ -196,11 +193,10 @@ async function merge(
   localFile: string,
   planFile: string,
   listing: AsyncIterable<[string, ObjectInfo][]>,
-): Promise<{ extra: number }> {
+): Promise<void> {
   const local = new LineCursor(localFile);
   const plan = await LineWriter.create(planFile);
   const names = new FolderKeyStream(input.folder, { names: false });
-  let extra = 0;
   // The local line is the plan line's start: a local file's fields are written once.
   let line = local.next();
   let rel = line === undefined ? undefined : unfield(line.slice(0, line.indexOf('\t')));
@@ -210,7 +206,6 @@ async function merge(
   };
   const emit = (name: string, localLine: string | undefined, remote: ObjectInfo | undefined) => {
     if (localLine !== undefined || !input.deleting) names.add(name);
-    if (localLine === undefined) extra++;
     const head = localLine ?? `${field(name)}${NO_LOCAL}`;
     return plan.add(`${head}\t${remoteFields(remote)}`);
   };
@@ -245,7 +240,6 @@ async function merge(
   } catch (cause) {
     throw fetchBackError(cause, input);
   }
-  return { extra };
 }
 
 /** The local fields of a name the local folder lacks: no size, no state. */

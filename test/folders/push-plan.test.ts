@@ -1,16 +1,19 @@
 /**
- * The first pass of a push (src/folders/push-plan.ts) on a store whose listing is not in key
- * order: the merge of the walk and the listing is not trusted, the plan is made again from the
- * whole listing, sorted, and the push does exactly what it does on an ordered listing — the
+ * The two passes of a push (src/folders/push-plan.ts, push.ts). On a store whose listing is not
+ * in key order the merge of the walk and the listing is not trusted: the plan is made again from
+ * the whole listing, sorted, and the push does exactly what it does on an ordered listing — the
  * unchanged files skipped, the changed ones sent, the missing objects deleted — leaving no temp
- * file behind.
+ * file behind. A push that fails midway still writes the push index of what it hashed, and
+ * carries over the entries of the files it did not reach.
  */
 import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LocalStore } from '../../drivers/local/index.js';
-import type { ListPage, PagesOptions } from '../../src/contract/primitives.js';
+import type { ListPage, PagesOptions, PutBatch } from '../../src/contract/primitives.js';
+import { RACY_WINDOW_MS } from '../../src/folders/push-index.js';
 import { readTree, writeTree } from '../support/folder-flows.js';
 
 const tmp = (label: string) => mkdtempSync(path.join(tmpdir(), `provcat-plan-${label}-`));
@@ -30,7 +33,53 @@ class ReversedListing extends LocalStore {
   }
 }
 
+/** A local store whose batched puts of `failing` keys fail. */
+class FailingPuts extends LocalStore {
+  failing = new Set<string>();
+  override batchPuts(bucket: string, prefix: string): PutBatch {
+    const inner = super.batchPuts(bucket, prefix);
+    return {
+      put: async (key, source, options) => {
+        if (this.failing.has(key)) throw new Error(`refused put of ${key}`);
+        return inner.put(key, source, options);
+      },
+      close: () => inner.close(),
+    };
+  }
+}
+
+/** A fixed mtime, long before the racy window. */
+const OLD = 1_700_000_000;
+
 describe('push plan', () => {
+  it('a push that fails midway keeps the index of what it hashed', async () => {
+    const store = new FailingPuts({ root: tmp('root'), cache: tmp('cache') });
+    await store.makeBucket('b', { versioning: true });
+    const dir = tmp('local');
+    const names = ['a.txt', 'b.txt', 'c.txt', 'd.txt', 'e.txt', 'f.txt'];
+    const write = (rel: string, text: string) => {
+      writeFileSync(path.join(dir, rel), text);
+      utimesSync(path.join(dir, rel), OLD, OLD);
+    };
+    for (const rel of names) write(rel, `first ${rel}`);
+    // ctime cannot be set back: let it leave the racy window.
+    await sleep(RACY_WINDOW_MS + 100);
+    const uri = 'local://b/data/';
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 6, hashed: 6 });
+    for (const rel of ['a.txt', 'c.txt', 'e.txt']) write(rel, `second ${rel}`);
+    await sleep(RACY_WINDOW_MS + 100);
+    store.failing.add('data/c.txt');
+    await expect(store.push(dir, uri, { concurrency: 1 })).rejects.toThrow(/refused put/);
+    store.failing.clear();
+    // a.txt was hashed (and sent) before the failure: not hashed again. c.txt was hashed, not
+    // sent; e.txt was not reached: its old entry is carried over, and does not match it now.
+    const rerun = await store.push(dir, uri, { concurrency: 1 });
+    expect(rerun).toMatchObject({ uploaded: 2, skipped: 4, hashed: 2 });
+    expect(rerun.actions.map((a) => a.path)).toEqual(['c.txt', 'e.txt']);
+    expect(await store.push(dir, uri)).toMatchObject({ uploaded: 0, skipped: 6, hashed: 0 });
+    await store.close();
+  }, 30_000);
+
   it('a listing out of key order: the push is the same as on an ordered one', async () => {
     const store = new ReversedListing({ root: tmp('root'), cache: tmp('cache') });
     await store.makeBucket('b', { versioning: true });
