@@ -175,10 +175,9 @@ export class LineCursor {
  */
 export function field(s: string): string {
   const c = s.charCodeAt(0);
-  return s !== '' && c !== 0x22 && c !== 0x3d && !NEEDS_JSON.test(s) ? s : JSON.stringify(s);
+  const plain = s !== '' && c !== 0x22 && c !== 0x3d && s.indexOf('\t') < 0 && s.indexOf('\n') < 0;
+  return plain ? s : JSON.stringify(s);
 }
-
-const NEEDS_JSON = /[\t\n]/;
 
 /** The string a field holds: `undefined` for an empty field (see {@link field}). */
 export function unfield(f: string): string | undefined {

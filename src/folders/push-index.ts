@@ -60,6 +60,8 @@ export interface IndexEntry {
   state: string;
   md5?: string | undefined;
   sha256?: string | undefined;
+  /** The line of a format 2 file it was read from (written again as it is when kept). */
+  line?: string | undefined;
 }
 
 /** The digests `entry` holds for a file in exactly the state `stamp`, else `undefined`. */
@@ -115,20 +117,23 @@ const LINE =
  */
 function parseLine(line: string): { rel: string; entry: IndexEntry } | undefined {
   // size, mtime, ctime, inode, device, MD5, SHA-256, path: the state is a slice of the line.
-  const t: number[] = [];
-  for (let at = line.indexOf('\t'); at >= 0 && t.length < 8; at = line.indexOf('\t', at + 1)) {
-    t.push(at);
+  const t = TABS;
+  let at = -1;
+  for (let i = 0; i < 7; i++) {
+    at = line.indexOf('\t', at + 1);
+    if (at < 0) return undefined;
+    t[i] = at;
   }
-  if (t.length !== 7) return undefined;
-  const [t0, , , , t4, t5, t6] = t as [number, ...number[]];
+  if (line.indexOf('\t', at + 1) >= 0) return undefined;
+  const t0 = t[0] as number;
   const size = line.slice(0, t0);
-  const md5 = line.slice((t4 as number) + 1, t5);
-  const sha256 = line.slice((t5 as number) + 1, t6);
+  const md5 = line.slice((t[4] as number) + 1, t[5]);
+  const sha256 = line.slice((t[5] as number) + 1, t[6]);
   if (!DIGITS.test(size) || (md5 !== '-' && md5.length !== 32)) return undefined;
   if (sha256 !== '-' && sha256.length !== 64) return undefined;
   let rel: string | undefined;
   try {
-    rel = unfield(line.slice((t6 as number) + 1));
+    rel = unfield(line.slice((t[6] as number) + 1));
   } catch {
     return undefined;
   }
@@ -137,12 +142,16 @@ function parseLine(line: string): { rel: string; entry: IndexEntry } | undefined
     rel,
     entry: {
       size: Number(size),
-      state: line.slice(t0 + 1, t4),
+      state: line.slice(t0 + 1, t[4]),
       md5: md5 === '-' ? undefined : md5,
       sha256: sha256 === '-' ? undefined : sha256,
+      line,
     },
   };
 }
+
+/** Where the tabs of an index line are (reused: one line is parsed at a time). */
+const TABS = new Int32Array(7);
 
 const DIGITS = /^\d{1,15}$/;
 
@@ -285,7 +294,7 @@ export class PushIndex {
 
   /**
    * Stop reading: whether the next index must be written even if no entry changes (entries
-   * were dropped, or the file was out of order or unreadable).
+   * were dropped, or the file was out of order or unreadable). A second call answers the same.
    */
   close(): boolean {
     if (this.peek() !== undefined || (this.whole?.size ?? 0) > 0) this.stale = true;
@@ -351,7 +360,8 @@ export class PushIndexWriter {
     next: IndexEntry | undefined,
   ): Promise<void> | undefined {
     if (next !== old) this.changed = true;
-    return next === undefined ? undefined : this.out.add(formatLine(rel, next));
+    if (next === undefined) return undefined;
+    return this.out.add(next.line ?? formatLine(rel, next));
   }
 
   /**

@@ -93,10 +93,11 @@ import {
   type IndexEntry,
   indexFolder,
   PushIndex,
+  type PushIndexWriter,
   recordedEntry,
   wallNs,
 } from './push-index.js';
-import { makePlan, type PlanRecord, planBatches, removeEmpty } from './push-plan.js';
+import { makePlan, type Plan, type PlanRecord, planBatches, removeEmpty } from './push-plan.js';
 import type { DigestSink } from './pushed-digests.js';
 
 const debug = debuglog('provcat:push');
@@ -212,27 +213,21 @@ interface Pushed {
 
 /**
  * The plan's local files, as push items, a batch at a time, each with its entry of the push
- * index (read beside the plan, in the same order); `read.stale` tells, once the plan is read,
- * whether the next index must be written even if no entry changes (`PushIndex.close`).
+ * index (read beside the plan, in the same order).
  */
 async function* localItems(
   planFile: string,
   prefix: string,
   localDir: string,
   index: PushIndex,
-  read: { stale: boolean },
 ): AsyncGenerator<PushItem[]> {
-  try {
-    for await (const batch of planBatches(planFile, prefix)) {
-      const items: PushItem[] = [];
-      for (const r of batch) {
-        if (r.local === undefined) continue;
-        items.push(new PushItem(r.rel, r.local, r.remote, index.entryFor(r.rel), localDir));
-      }
-      yield items;
+  for await (const batch of planBatches(planFile, prefix)) {
+    const items: PushItem[] = [];
+    for (const r of batch) {
+      if (r.local === undefined) continue;
+      items.push(new PushItem(r.rel, r.local, r.remote, index.entryFor(r.rel), localDir));
     }
-  } finally {
-    read.stale = index.close();
+    yield items;
   }
 }
 
@@ -266,7 +261,7 @@ export async function runPush(
   await sweepAbandonedTemps(temps).catch((error: unknown) => {
     debug('cannot sweep %s: %s', temps, String(error));
   });
-  let plan: Awaited<ReturnType<typeof makePlan>>;
+  let plan: Plan;
   try {
     plan = await makePlan({
       store,
@@ -290,6 +285,14 @@ export async function runPush(
       plan.bytes,
       plan.files,
     );
+    const last = await PushIndex.open(cacheRoot, localDir);
+    let index: PushIndexWriter | undefined;
+    try {
+      index = dryRun ? undefined : await PushIndex.next(cacheRoot, localDir);
+    } catch (error) {
+      last.close();
+      throw error;
+    }
     const batch = dryRun ? undefined : store.batchPuts(bucket, prefix);
     const pusher = new FilePusher(
       store,
@@ -304,9 +307,6 @@ export async function runPush(
     const uploads: PushAction[] = [];
     let skipped = 0;
     const concurrency = options.concurrency ?? store.concurrency;
-    const last = await PushIndex.open(cacheRoot, localDir);
-    const read = { stale: false };
-    const index = dryRun ? undefined : await PushIndex.next(cacheRoot, localDir);
     const done = (item: PushItem, outcome: Outcome<Pushed>) => {
       const wrote = index?.add(item.rel, item.old, item.entry);
       const pushed = outcome !== undefined && 'value' in outcome ? outcome.value : undefined;
@@ -321,7 +321,7 @@ export async function runPush(
     try {
       try {
         await forEachInOrder(
-          localItems(plan.file, prefix, localDir, last, read),
+          localItems(plan.file, prefix, localDir, last),
           concurrency,
           (item, inner) => pusher.push(item, inner),
           done,
@@ -338,7 +338,9 @@ export async function runPush(
       await batch?.close();
     } finally {
       // What was hashed stays true whether or not the push completed; a dry run changes nothing.
-      await index?.finish(read.stale).catch((error: unknown) => {
+      // Whether entries of the last index were left out (files gone, or not reached).
+      const stale = last.close();
+      await index?.finish(stale).catch((error: unknown) => {
         debug('cannot save the push index (the next push hashes again): %s', String(error));
       });
     }
