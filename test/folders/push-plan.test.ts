@@ -6,13 +6,14 @@
  * file behind. A push that fails midway still writes the push index of what it hashed, and
  * carries over the entries of the files it did not reach.
  */
-import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LocalStore } from '../../drivers/local/index.js';
 import type { ListPage, PagesOptions, PutBatch } from '../../src/contract/primitives.js';
+import { hostTag, isRunning, tempName } from '../../src/core/fs-atomic.js';
 import { RACY_WINDOW_MS } from '../../src/folders/push-index.js';
 import { readTree, writeTree } from '../support/folder-flows.js';
 
@@ -46,6 +47,11 @@ class FailingPuts extends LocalStore {
       close: () => inner.close(),
     };
   }
+}
+
+/** A PID no process of this machine runs now. */
+function deadPid(): number {
+  for (let pid = 4_000_000; ; pid--) if (!isRunning(pid)) return pid;
 }
 
 /** A fixed mtime, long before the racy window. */
@@ -110,6 +116,16 @@ describe('push plan', () => {
     expect(store.listings - before).toBe(2);
     const fetched = (await store.fetch(uri)).path;
     expect(await readTree(fetched)).toEqual(await readTree(dir));
+    // A killed push's plan (its writer's PID runs no more) goes at the next push; a live one stays.
+    const temps = path.join(store.cache.root, 'v1', 'push-index');
+    const dead = path.join(temps, `.tmp-${deadPid()}-${hostTag()}-0000000a1`);
+    const live = path.join(temps, tempName());
+    writeFileSync(dead, 'plan of a killed push\n');
+    writeFileSync(live, 'plan of a running push\n');
+    await store.push(dir, uri);
+    expect(existsSync(dead)).toBe(false);
+    expect(existsSync(live)).toBe(true);
+    rmSync(live);
     // No plan is left; at most the push index (none here: the files are too new to trust).
     const left = readdirSync(path.join(store.cache.root, 'v1', 'push-index'));
     expect(left.filter((name) => !/^[0-9a-f]{32}\.tsv$/.test(name))).toEqual([]);
