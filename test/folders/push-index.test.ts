@@ -177,13 +177,7 @@ describe('the push index', () => {
   it('is written and read in key order, names of any kind included', async () => {
     const cache = tmp('unit-cache');
     const dir = tmp('unit');
-    const entry = recordedEntry(
-      undefined,
-      makeStamp(OLD_FIELDS),
-      { md5: 'c'.repeat(32) },
-      wallNs(),
-    );
-    if (entry === undefined) throw new Error('an old state is kept');
+    const entry = oldEntry('c');
     // Names JSON writes with tabs, newlines or U+2028 in them read back too.
     const rels = ['a', 'line\nbreak', 'sep\u2028arator', 'tab\there', 'z/\u{1f600}'];
     const index = await roundTrip(cache, dir, rels, entry);
@@ -197,12 +191,7 @@ describe('the push index', () => {
     for (const rel of rels) expect(again.entryFor(rel)).toMatchObject(entry);
     expect(again.close()).toBe(false);
     // Nothing changed: the next index leaves the file as it is (no rewrite).
-    const file = path.join(
-      cache,
-      'v1',
-      'push-index',
-      readdirSync(path.join(cache, 'v1', 'push-index'))[0] as string,
-    );
+    const file = indexFile(cache);
     const before = statSync(file).mtimeMs;
     const same = await PushIndex.next(cache, dir);
     for (const rel of rels) same.add(rel, entry, entry);
@@ -214,18 +203,11 @@ describe('the push index', () => {
   it('an index out of key order (an older provcat wrote it) is read whole, then rewritten', async () => {
     const cache = tmp('unit-cache');
     const dir = tmp('unit');
-    const entry = recordedEntry(
-      undefined,
-      makeStamp(OLD_FIELDS),
-      { md5: 'd'.repeat(32) },
-      wallNs(),
-    );
-    if (entry === undefined) throw new Error('an old state is kept');
+    const entry = oldEntry('d');
     // Format 1, as older provcat wrote it: in the order the files were hashed.
     const file0 = await roundTrip(cache, dir, ['m', 'b', 'x', 'a'], entry);
     expect(file0.close()).toBe(true);
-    const indexDir = path.join(cache, 'v1', 'push-index');
-    const written = path.join(indexDir, readdirSync(indexDir)[0] as string);
+    const written = indexFile(cache);
     const text = await readFile(written, 'utf8');
     // Format 1 holds each path as JSON.
     const v1 = text
@@ -242,12 +224,7 @@ describe('the push index', () => {
     expect(found.entryFor('x')).toMatchObject(entry);
     expect(found.close()).toBe(true);
     // A line that does not parse: the entries before it are trusted, the rest are not.
-    const file = path.join(
-      cache,
-      'v1',
-      'push-index',
-      readdirSync(path.join(cache, 'v1', 'push-index'))[0] as string,
-    );
+    const file = indexFile(cache);
     const lines = (await readFile(file, 'utf8')).split('\n');
     lines.splice(2, 1, 'garbage');
     await writeFile(file, lines.join('\n'));
@@ -257,6 +234,24 @@ describe('the push index', () => {
     expect(torn.close()).toBe(true);
   });
 });
+
+/** The one push index below the cache root `cache`. */
+function indexFile(cache: string): string {
+  const dir = path.join(cache, 'v1', 'push-index');
+  return path.join(dir, readdirSync(dir)[0] as string);
+}
+
+/** An entry of a file state long before the racy window, with an MD5 of `digit`s. */
+function oldEntry(digit: string): IndexEntry {
+  const entry = recordedEntry(
+    undefined,
+    makeStamp(OLD_FIELDS),
+    { md5: digit.repeat(32) },
+    wallNs(),
+  );
+  if (entry === undefined) throw new Error('an old state is kept');
+  return entry;
+}
 
 const OLD_FIELDS: StampFields = {
   size: 3,
