@@ -1,15 +1,16 @@
 /**
- * The first pass of a push (src/folders/push.ts): what the local folder holds, what the store
- * folder holds, and what the last push learnt of each file, merged into one plan file in key
- * order — with every refusal checked on the way, before the push writes anything.
+ * The first pass of a push (src/folders/push.ts): what the local folder holds and what the store
+ * folder holds, merged into one plan file in key order — with every refusal checked on the way,
+ * before the push writes anything.
  *
  * **Memory does not grow with the folder.** A push of a million files used to hold the local
  * tree, the listing and the push index in memory at once (about 2.4 KiB of RSS a file). Here
  * each comes in key order and leaves as a line of a file: the walk in key order
- * (`walkLocalTree`, src/folders/local-tree.ts), the flat listing in key order (every driver's
- * `_pages`), the push index in key order (src/folders/push-index.ts). Both files sit beside the
- * push index in the cache (`.tmp-` names: a killed push's are swept by the next one); the plan
- * is about 300 bytes a file.
+ * (`walkLocalTree`, src/folders/local-tree.ts) and the flat listing in key order (every driver's
+ * `_pages`); the second pass reads the push index in the same order (src/folders/push-index.ts).
+ * Both files sit beside the push index in the cache (`.tmp-` names: a killed push's are swept
+ * by the next one); the plan is about 150 bytes a file (146 MB at a million files), the file
+ * list half that.
  *
  * **In two steps, so no store call comes before the local refusals.** Step one walks the folder
  * and writes its files (names no URI can name, links to folders, special files and `.provcat/`

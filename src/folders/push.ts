@@ -236,9 +236,9 @@ async function* localItems(
  * each file it sent or found unchanged and the version that holds it
  * (src/folders/pushed-digests.ts; every file is then hashed or found in the push index).
  *
- * In two passes of bounded memory (src/folders/push-plan.ts): the plan — walk, listing, index,
- * refusals — then the uploads from it, the next push index and the digests written in key
- * order as the files are done (src/core/ordered.ts).
+ * In two passes of bounded memory: the plan — walk, listing, refusals (src/folders/push-plan.ts)
+ * — then the uploads from it with the last push index read beside it, the next index and the
+ * digests written in key order as the files are done (src/core/ordered.ts).
  */
 export async function runPush(
   store: PushContext,
