@@ -29,7 +29,7 @@ import { rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { CachedStoreContext } from '../cache/context.js';
 import type { ObjectInfo } from '../contract/primitives.js';
-import { NotFound, StoreError, UriError } from '../core/errors.js';
+import { abortError, NotFound, StoreError, UriError } from '../core/errors.js';
 import { tempPathFor } from '../core/fs-atomic.js';
 import {
   checkDiskNames,
@@ -128,6 +128,7 @@ export async function makePlan(input: PlanInput): Promise<Plan> {
   try {
     try {
       await walkLocalTree(input.localDir, (f) => {
+        if (input.signal?.aborted === true) throw abortError(input.signal);
         checkLocalName(f.rel, f.path, input);
         count++;
         bytes += f.stamp.size;

@@ -58,6 +58,23 @@ function deadPid(): number {
 const OLD = 1_700_000_000;
 
 describe('push plan', () => {
+  it('an aborted push stops in its walk, writes nothing and leaves no temp', async () => {
+    const store = new ReversedListing({ root: tmp('root'), cache: tmp('cache') });
+    await store.makeBucket('b', { versioning: true });
+    const dir = tmp('local');
+    writeTree(dir, { 'a.txt': 'a', 'b/c.txt': 'c' });
+    const controller = new AbortController();
+    controller.abort();
+    await expect(
+      store.push(dir, 'local://b/data/', { signal: controller.signal }),
+    ).rejects.toMatchObject({ name: 'AbortError' });
+    expect(store.listings).toBe(0); // stopped before the listing
+    expect(await store.walk('local://b/')).toEqual([]);
+    const temps = path.join(store.cache.root, 'v1', 'push-index');
+    expect(readdirSync(temps)).toEqual([]);
+    await store.close();
+  });
+
   it('a push that fails midway keeps the index of what it hashed', async () => {
     const store = new FailingPuts({ root: tmp('root'), cache: tmp('cache') });
     await store.makeBucket('b', { versioning: true });
