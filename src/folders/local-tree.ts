@@ -84,7 +84,7 @@ export interface LocalFile {
 }
 
 /**
- * A {@link LocalFile} as {@link readLocalTree} lists it: the path is joined when asked from its
+ * A {@link LocalFile} as {@link walkLocalTree} hands it on: the path is joined when asked from its
  * folder's path (one string a folder) and its name, rather than held as a string a file.
  */
 class TreeFile implements LocalFile {
@@ -132,21 +132,6 @@ function sourceError(file: string, cause: unknown): SourceError {
   return new SourceError(`cannot read ${file}: ${(cause as Error).message}`, { cause });
 }
 
-/**
- * Every file of the local folder `root` (see the module comment), sorted by the UTF-8 bytes of
- * `rel` (the order object stores list keys in). `SourceError` when `root` is not a readable
- * folder, for a link to a folder, a dangling link or a special file; `UriError` for a name that
- * is not UTF-8. Reads only metadata: one `readdir` per folder, one `lstat` per file (synchronous,
- * a few milliseconds per thousand files between turns of the event loop).
- */
-export async function readLocalTree(root: string): Promise<LocalFile[]> {
-  const out: LocalFile[] = [];
-  await walkLocalTree(root, (file) => {
-    out.push(file);
-  });
-  return out;
-}
-
 /** One folder of a walk: its entries in key order, and the next one to visit. */
 interface WalkFrame {
   dir: string;
@@ -156,9 +141,12 @@ interface WalkFrame {
 }
 
 /**
- * Hand `visit` the files of {@link readLocalTree}, in the same order (the UTF-8 bytes of `rel`),
- * one at a time, with the same refusals as they are met (a `visit` that throws ends the walk
- * with its error). Memory holds the entries of the folders open on the way down, not the tree:
+ * Hand `visit` every file of the local folder `root` (see the module comment), in the order of
+ * the UTF-8 bytes of `rel` (the order object stores list keys in), one at a time. `SourceError`
+ * when `root` is not a readable folder, for a link to a folder, a dangling link or a special
+ * file, and `UriError` for a name that is not UTF-8, as they are met (a `visit` that throws ends
+ * the walk with its error). Reads only metadata: one `readdir` per folder, one `lstat` per file
+ * (synchronous, a few milliseconds per thousand files between turns of the event loop). Memory holds the entries of the folders open on the way down, not the tree:
  * each folder's entries are sorted by name, a folder's name followed by `/` (so `a-b` and
  * `a.txt` come before the files of `a/`, and `a0` after them), which makes the depth-first order
  * the key order, with no sort of the whole tree. A callback rather than an async generator, so a
@@ -218,7 +206,7 @@ async function readFrame(dir: string, rel: string): Promise<WalkFrame> {
   return { dir, rel, entries, next: 0 };
 }
 
-/** Files stat()ed between two turns of the event loop by {@link readLocalTree}. */
+/** Files stat()ed between two turns of the event loop by {@link walkLocalTree}. */
 const YIELD_EVERY = 256;
 
 /**

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SourceError } from '../../src/core/errors.js';
 import { compareUtf8 } from '../../src/core/keys.js';
-import { readLocalTree, walkLocalTree } from '../../src/folders/local-tree.js';
+import { walkLocalTree } from '../../src/folders/local-tree.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'provcat-local-tree-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -57,7 +57,6 @@ describe('walkLocalTree', () => {
     expect(walked).toEqual([...rels].sort(compareUtf8));
     // UTF-16 order would put the astral character first.
     expect(walked.indexOf('\uE000')).toBeLessThan(walked.indexOf('😀'));
-    expect((await readLocalTree(root)).map((f) => f.rel)).toEqual(walked);
   });
 
   it('refuses a link to a folder when the walk reaches it, after the files before it', async () => {
@@ -68,7 +67,7 @@ describe('walkLocalTree', () => {
       /b\/link: a link to a folder/,
     );
     expect(seen).toEqual(['a/1', 'b/2']);
-    await expect(readLocalTree(root)).rejects.toThrow(SourceError);
+    await expect(walkLocalTree(root, () => undefined)).rejects.toThrow(SourceError);
     // A visit that throws ends the walk with its error.
     const stop = new Error('enough');
     const early: string[] = [];
