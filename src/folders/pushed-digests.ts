@@ -56,7 +56,6 @@ export class PushedDigests implements DigestSink {
   private cursor: LineCursor | undefined;
   private head: Line | undefined;
   private lastAsked: string | undefined;
-  private files = 0;
 
   private constructor(
     /** The pushed folder's prefix (`data/`; `` for a bucket), which records' keys start with. */
@@ -71,15 +70,9 @@ export class PushedDigests implements DigestSink {
     return digests;
   }
 
-  /** How many local files were told. */
-  get size(): number {
-    return this.files;
-  }
-
   /** See {@link DigestSink.file}. */
   file(rel: string, info?: ObjectInfo, sha256?: string): Promise<void> | undefined {
     if (this.writer === undefined) throw new Error('PushedDigests: told a file after the push');
-    this.files++;
     const tag = info === undefined ? undefined : versionTag(info);
     const known =
       info !== undefined &&
