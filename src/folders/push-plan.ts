@@ -27,6 +27,7 @@
  */
 import { rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
+import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../cache/context.js';
 import type { ObjectInfo } from '../contract/primitives.js';
 import { abortError, NotFound, StoreError, UriError } from '../core/errors.js';
@@ -42,6 +43,8 @@ import type { Uri } from '../core/uri.js';
 import { field, LineCursor, LineWriter, lineBatches, optField, unfield } from './line-files.js';
 import { type FileStamp, walkLocalTree } from './local-tree.js';
 import { kept, listRemote } from './remote-listing.js';
+
+const debug = debuglog('provcat:push');
 
 /** One name of the plan: the local file's state and the object (either, or both). */
 export interface PlanRecord {
@@ -143,6 +146,7 @@ export async function makePlan(input: PlanInput): Promise<Plan> {
         await merge(input, localFile, planFile, streamed(input));
       } catch (error) {
         if (!(error instanceof Unordered)) throw error;
+        debug('%s lists out of key order: planned again from the whole listing', input.folder);
         await rm(planFile, { force: true });
         const all = await listRemote(input.store, input.bucket, input.prefix, input.signal);
         const sorted = [...all].sort(([a], [b]) => compareUtf8(a, b));
