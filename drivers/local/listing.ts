@@ -182,9 +182,18 @@ async function* walkKeys(
   partial: string,
   recursive: boolean,
   trace: Trace,
+  scanned?: Promise<Child[]>,
 ): AsyncGenerator<WalkItem[]> {
   let run: WalkItem[] = [];
-  for (const child of await scan(dir, trace)) {
+  const children = await (scanned ?? scan(dir, trace));
+  // The next subfolder is scanned while this one is walked: its `readdir` under way while the
+  // caller works (a listing of many folders otherwise waits for one `readdir` per folder).
+  const folders = recursive
+    ? children.filter((c) => c.kind === 'folder' && c.segment.startsWith(partial))
+    : [];
+  let next = 0;
+  let ahead: Promise<Child[]> | undefined;
+  for (const child of children) {
     if (!child.segment.startsWith(partial)) continue;
     const key = keyPrefix + child.segment;
     if (child.kind === 'object') {
@@ -193,7 +202,12 @@ async function* walkKeys(
     else {
       if (run.length > 0) yield run;
       run = [];
-      yield* walkKeys(child.path, `${key}/`, '', true, trace);
+      const mine = ahead ?? scan(child.path, trace);
+      const following = folders[++next];
+      ahead = following === undefined ? undefined : scan(following.path, trace);
+      // Awaited when its turn comes; a walk that ends first leaves its failure unhandled no more.
+      ahead?.catch(() => undefined);
+      yield* walkKeys(child.path, `${key}/`, '', true, trace, mine);
     }
   }
   if (run.length > 0) yield run;
