@@ -15,8 +15,10 @@ import path from 'node:path';
 import type { CommitOptions, KnownDigests } from '../commits/commit.js';
 import { checkConcurrency } from '../core/concurrency.js';
 import { NotCommitted } from '../core/errors.js';
+import { tempPathFor } from '../core/fs-atomic.js';
 import { toUri, type Uri } from '../core/uri.js';
 import { type PushContext, type PushOptions, type PushResult, runPush } from './push.js';
+import { indexFolder } from './push-index.js';
 import { PushedDigests } from './pushed-digests.js';
 
 /** Options of {@link commitFrom}: the commit's and the push's (no dry run). */
@@ -64,8 +66,6 @@ export async function commitFrom(
     const { noCreateError } = await import('../logs/small-objects.js');
     throw noCreateError(store, bucket, `commit of ${folder}`);
   }
-  const { indexFolder } = await import('./push-index.js');
-  const { tempPathFor } = await import('../core/fs-atomic.js');
   const temps = indexFolder(store.cache.root);
   await mkdir(temps, { recursive: true });
   const digests = await PushedDigests.create(prefix, tempPathFor(path.join(temps, 'digests')));

@@ -372,9 +372,4 @@ export class PushIndexWriter {
     if (this.changed || stale) await this.out.commit();
     else await this.out.discard();
   }
-
-  /** Leave the old index. */
-  async discard(): Promise<void> {
-    await this.out.discard();
-  }
 }

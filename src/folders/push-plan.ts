@@ -30,7 +30,7 @@ import path from 'node:path';
 import { debuglog } from 'node:util';
 import type { CachedStoreContext } from '../cache/context.js';
 import type { ObjectInfo } from '../contract/primitives.js';
-import { abortError, NotFound, StoreError, UriError } from '../core/errors.js';
+import { abortError, StoreError, UriError } from '../core/errors.js';
 import { tempPathFor } from '../core/fs-atomic.js';
 import {
   checkDiskNames,
@@ -42,7 +42,7 @@ import {
 import type { Uri } from '../core/uri.js';
 import { field, LineCursor, LineWriter, lineBatches, optField, unfield } from './line-files.js';
 import { type FileStamp, walkLocalTree } from './local-tree.js';
-import { kept, listRemote } from './remote-listing.js';
+import { listRemote, remotePages } from './remote-listing.js';
 
 const debug = debuglog('provcat:push');
 
@@ -143,7 +143,12 @@ export async function makePlan(input: PlanInput): Promise<Plan> {
     const planFile = tempPathFor(input.beside);
     try {
       try {
-        await merge(input, localFile, planFile, streamed(input));
+        await merge(
+          input,
+          localFile,
+          planFile,
+          remotePages(input.store, input.bucket, input.prefix, input.signal),
+        );
       } catch (error) {
         if (!(error instanceof Unordered)) throw error;
         debug('%s lists out of key order: planned again from the whole listing', input.folder);
@@ -166,30 +171,6 @@ export async function makePlan(input: PlanInput): Promise<Plan> {
     }
   } finally {
     await rm(localFile, { force: true });
-  }
-}
-
-/** The listing of the store folder a page at a time, by the key below it, as listRemote keeps it. */
-async function* streamed(input: PlanInput): AsyncGenerator<[string, ObjectInfo][]> {
-  const { prefix } = input;
-  const pages = input.store._pages(input.bucket, prefix, { signal: input.signal });
-  for await (const page of catchMissing(pages)) {
-    const out: [string, ObjectInfo][] = [];
-    for (const o of page.objects) {
-      if (o.key.endsWith('/') || !o.key.startsWith(prefix)) continue;
-      if (prefix === '' && isMetaKey(o.key)) continue;
-      out.push([o.key.slice(prefix.length), kept(o)]);
-    }
-    yield out;
-  }
-}
-
-/** A listing of a missing bucket is empty (the first put makes it, or says NotFound). */
-async function* catchMissing<T>(pages: AsyncIterable<T>): AsyncGenerator<T> {
-  try {
-    yield* pages;
-  } catch (error) {
-    if (!(error instanceof NotFound)) throw error;
   }
 }
 

@@ -1,6 +1,6 @@
 /**
  * The store side of a push: what the store folder holds, from one flat listing, keeping of each
- * object only what the push compares and records (src/folders/push.ts).
+ * object only what the push compares and records (src/folders/push.ts, push-plan.ts).
  *
  * @module
  */
@@ -13,7 +13,7 @@ import { isMetaKey } from '../core/keys.js';
  * What a push keeps of a listed object: the fields that prove it unchanged and name its version,
  * not its time (a `Date` a file is about a tenth of a push's memory per file).
  */
-export function kept(o: ObjectInfo): ObjectInfo {
+function kept(o: ObjectInfo): ObjectInfo {
   const out: ObjectInfo = { key: o.key, size: o.size, version: o.version };
   if (o.versionId !== undefined) out.versionId = o.versionId;
   if (o.etag !== undefined) out.etag = o.etag;
@@ -23,9 +23,33 @@ export function kept(o: ObjectInfo): ObjectInfo {
 }
 
 /**
- * What a store folder holds, from one flat listing (keys raw, `.provcat/` left out), by the key
- * below the folder. A missing bucket holds nothing.
+ * What a store folder holds, from one flat listing, a page at a time (in the listing's order):
+ * each object by the key below the folder, keys raw, `.provcat/` left out, kept as {@link kept}.
+ * A missing bucket holds nothing.
  */
+export async function* remotePages(
+  store: Pick<StoreContext, '_pages'>,
+  bucket: string,
+  prefix: string,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<[string, ObjectInfo][]> {
+  try {
+    for await (const page of store._pages(bucket, prefix, { signal })) {
+      const out: [string, ObjectInfo][] = [];
+      for (const o of page.objects) {
+        if (o.key.endsWith('/') || !o.key.startsWith(prefix)) continue;
+        if (prefix === '' && isMetaKey(o.key)) continue;
+        out.push([o.key.slice(prefix.length), kept(o)]);
+      }
+      yield out;
+    }
+  } catch (error) {
+    // A missing bucket holds nothing: the first put makes it (the local store) or says NotFound.
+    if (!(error instanceof NotFound)) throw error;
+  }
+}
+
+/** {@link remotePages} whole, by the key below the folder. */
 export async function listRemote(
   store: Pick<StoreContext, '_pages'>,
   bucket: string,
@@ -33,17 +57,8 @@ export async function listRemote(
   signal: AbortSignal | undefined,
 ): Promise<Map<string, ObjectInfo>> {
   const out = new Map<string, ObjectInfo>();
-  try {
-    for await (const page of store._pages(bucket, prefix, { signal })) {
-      for (const o of page.objects) {
-        if (o.key.endsWith('/') || !o.key.startsWith(prefix)) continue;
-        if (prefix === '' && isMetaKey(o.key)) continue;
-        out.set(o.key.slice(prefix.length), kept(o));
-      }
-    }
-  } catch (error) {
-    // A missing bucket holds nothing: the first put makes it (the local store) or says NotFound.
-    if (!(error instanceof NotFound)) throw error;
+  for await (const page of remotePages(store, bucket, prefix, signal)) {
+    for (const [rel, info] of page) out.set(rel, info);
   }
   return out;
 }
