@@ -106,4 +106,64 @@ describe('forEachInOrder', () => {
       ),
     ).rejects.toMatchObject({ name: 'InvalidArgument' });
   });
+
+  it('takes a `quick` value at once, in order among the others, outside the limit', async () => {
+    const items = Array.from({ length: 200 }, (_, i) => i);
+    const order: number[] = [];
+    let ranSlow = 0;
+    let running = 0;
+    let most = 0;
+    await forEachInOrder(
+      batches(items, 9),
+      2,
+      async (i) => {
+        ranSlow++;
+        running++;
+        most = Math.max(most, running);
+        await sleep(i % 4);
+        running--;
+        return -i;
+      },
+      (i, outcome) => {
+        order.push(i);
+        // Every fifth item is slow (its `fn` ran); the rest were quick.
+        expect(outcome).toEqual({ value: i % 5 === 0 ? -i : i });
+        return i % 40 === 1 ? sleep(1) : undefined;
+      },
+      { quick: (i) => (i % 5 === 0 ? undefined : i) },
+    );
+    expect(order).toEqual(items);
+    expect(ranSlow).toBe(40);
+    expect(most).toBe(2);
+  });
+
+  it('a `quick` that throws fails the run like `fn`, and every item is still emitted', async () => {
+    const items = Array.from({ length: 30 }, (_, i) => i);
+    const seen: [number, Outcome<number>][] = [];
+    const failure = new Error('quick 7 failed');
+    await expect(
+      forEachInOrder(
+        batches(items, 4),
+        3,
+        async (i) => {
+          await sleep(2);
+          return i;
+        },
+        (i, outcome) => {
+          seen.push([i, outcome]);
+          return undefined;
+        },
+        {
+          quick: (i) => {
+            if (i === 7) throw failure;
+            return i % 2 === 0 ? i : undefined;
+          },
+        },
+      ),
+    ).rejects.toBe(failure);
+    expect(seen.map(([i]) => i)).toEqual(items);
+    expect(seen[7]?.[1]).toEqual({ error: failure });
+    expect(seen[6]?.[1]).toEqual({ value: 6 });
+    for (const [i, outcome] of seen.slice(8)) expect(outcome, `item ${i}`).toBeUndefined();
+  });
 });
