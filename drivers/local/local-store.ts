@@ -95,6 +95,11 @@ export class LocalStore extends ObjectStore {
     this.root = path.resolve(options.root ?? defaultLocalRoot());
   }
 
+  /** The buckets' folder, which no `fetch --to` or push may overlap (src/core/own-folders.ts). */
+  override get localRoot(): string {
+    return this.root;
+  }
+
   /**
    * Create a bucket (and the root) if it does not exist yet. Idempotent. Every local bucket keeps
    * versions, so `versioning` is accepted and ignored.

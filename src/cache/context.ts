@@ -5,10 +5,19 @@
  * @module
  */
 import type { StoreContext } from '../contract/store-context.js';
+import type { OwnFolder } from '../core/own-folders.js';
 import type { Cache } from './cache.js';
 
 /** A store's primitives and settings with its local cache. `ObjectStore` is one. */
 export interface CachedStoreContext extends StoreContext {
   /** The local cache the store fetches into. */
   readonly cache: Cache;
+}
+
+/** provcat's own local folders for `store`: its cache, and its objects' folder when it has one. */
+export function ownFolders(store: Pick<CachedStoreContext, 'cache' | 'localRoot'>): OwnFolder[] {
+  const own: OwnFolder[] = [{ path: store.cache.root, what: "provcat's cache" }];
+  if (store.localRoot !== undefined)
+    own.push({ path: store.localRoot, what: 'the embedded store' });
+  return own;
 }

@@ -120,6 +120,11 @@ export interface StoreContext extends StorePrimitives {
   readonly adaptiveConcurrency: boolean;
   /** The store's progress callback, if any. */
   readonly onProgress: ProgressCallback | undefined;
+  /**
+   * The local folder the store keeps its objects in (the embedded store's root), which no
+   * `fetch --to` or push may overlap (src/core/own-folders.ts); `undefined` for a remote store.
+   */
+  readonly localRoot?: string | undefined;
   /** The bucket and key a URI names; `UriError` for another scheme. */
   locate(uri: Uri): Location;
   /** `OfflineMiss` when offline (`what`: the operation, for the message). */

@@ -9,14 +9,16 @@
  * - A rerun writes only what differs: a file is kept when it is a regular file of the cached
  *   copy's size and modification time (each copy is given its source's mtime, the quick check
  *   rsync makes), or of its size and bytes (compared when only the mtime differs; the file then
- *   gets the cached copy's mtime back); a file edited since, or missing, is written again. Each write goes to a temp
+ *   gets the cached copy's mtime back); a file missing, or edited since in its size or mtime, is written again (an edit that keeps both is not seen). Each write goes to a temp
  *   file beside the target, renamed over it: a reader never sees half a file.
  * - `onProgress` hears of the fetch into the cache (`fetch`), then of the copies (`copy`: bytes
  *   and files written of those to write).
  * - With `delete`, files under DIR that the fetched folder lacks are removed (then the folders
  *   left empty by that).
  * - Refused before anything is written under DIR: a DIR that is not a real directory (a
- *   symbolic link, a file, a device); a DIR that holds a symbolic link or a special file anywhere
+ *   symbolic link, a file, a device); a DIR that is, holds or lies inside one of provcat's own
+ *   folders (the cache, the embedded store's root: src/core/own-folders.ts — `delete` would
+ *   remove them as files the fetched folder lacks); a DIR that holds a symbolic link or a special file anywhere
  *   (a link could lead a write outside DIR); a local folder where a fetched file goes, or a file
  *   where a fetched folder goes; a local name that differs from a fetched one only in case or
  *   Unicode form (one disk may hold them as one name). Keys no local name can hold (unnameable keys, names one
@@ -32,6 +34,7 @@ import type { FetchOptions, FetchResult } from '../cache/transfer.js';
 import { InvalidArgument } from '../core/errors.js';
 import { judgeTemp, tempPathFor } from '../core/fs-atomic.js';
 import { checkOutputDirectory } from '../core/output-file.js';
+import { type OwnFolder, overlapping } from '../core/own-folders.js';
 import type { Uri } from '../core/uri.js';
 
 /** Options of `ObjectStore.fetch` with `to`. */
@@ -202,10 +205,17 @@ export async function fetchTo(
   u: Uri,
   options: FetchToOptions,
   fetch: (options: FetchOptions) => Promise<FetchResult>,
+  own: readonly OwnFolder[],
 ): Promise<FetchToResult> {
   const option = '--to';
   const dir = path.resolve(options.to);
   checkOutputDirectory(dir, option);
+  const clash = overlapping(dir, own, ['is', 'holds', 'is inside']);
+  if (clash !== undefined) {
+    throw new InvalidArgument(
+      `${option} ${options.to} ${clash.how} ${clash.folder.what} (${clash.folder.path}), whose files are provcat's: copy out to a folder apart from it; nothing was written`,
+    );
+  }
   // Refusals that need no store call come first: a link or special file under DIR.
   await scanLocal(dir, option);
   const fetched = await fetch(options);

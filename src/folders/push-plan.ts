@@ -13,8 +13,9 @@
  * list half that.
  *
  * **In two steps, so no store call comes before the local refusals.** Step one walks the folder
- * and writes its files (names no URI can name, links to folders, special files and `.provcat/`
- * at a bucket root are refused as they pass). Step two lists the store folder once, merges the
+ * and writes its files (a folder that is or holds provcat's cache or the embedded store's root is
+ * refused first; names no URI can name, links to folders, special files and `.provcat/` at a
+ * bucket root as they pass). Step two lists the store folder once, merges the
  * listing with the files and the index, and checks the names of the folder as it will be (the
  * checks of a fetch) as they pass: `FolderKeyStream` (src/core/keys.ts, 8 bytes a name), with
  * the whole list read back from the plan only when two names may fold to one.
@@ -28,9 +29,9 @@
 import { rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import { debuglog } from 'node:util';
-import type { CachedStoreContext } from '../cache/context.js';
+import { type CachedStoreContext, ownFolders } from '../cache/context.js';
 import type { ObjectInfo } from '../contract/primitives.js';
-import { abortError, StoreError, UriError } from '../core/errors.js';
+import { abortError, SourceError, StoreError, UriError } from '../core/errors.js';
 import { tempPathFor } from '../core/fs-atomic.js';
 import {
   checkDiskNames,
@@ -39,6 +40,7 @@ import {
   FolderKeyStream,
   isMetaKey,
 } from '../core/keys.js';
+import { overlapping } from '../core/own-folders.js';
 import type { Uri } from '../core/uri.js';
 import { field, LineCursor, LineWriter, lineBatches, optField, unfield } from './line-files.js';
 import { type FileStamp, walkLocalTree } from './local-tree.js';
@@ -64,7 +66,7 @@ export interface Plan {
 
 /** What {@link makePlan} works on. */
 export interface PlanInput {
-  store: Pick<CachedStoreContext, '_pages' | 'capabilities'>;
+  store: Pick<CachedStoreContext, '_pages' | 'capabilities' | 'cache' | 'localRoot'>;
   localDir: string;
   folder: Uri;
   bucket: string;
@@ -124,6 +126,12 @@ class Unordered extends Error {}
  * file is left). The caller removes `plan.file` when done.
  */
 export async function makePlan(input: PlanInput): Promise<Plan> {
+  const clash = overlapping(input.localDir, ownFolders(input.store), ['is', 'holds']);
+  if (clash !== undefined) {
+    throw new SourceError(
+      `cannot push ${input.localDir}: it ${clash.how} ${clash.folder.what} (${clash.folder.path}), whose files are provcat's; push a folder apart from it`,
+    );
+  }
   const localFile = tempPathFor(input.beside);
   const files = await LineWriter.create(localFile);
   let count = 0;

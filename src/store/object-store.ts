@@ -14,7 +14,7 @@
  */
 
 import type { Readable } from 'node:stream';
-import type { CachedStoreContext } from '../cache/context.js';
+import { type CachedStoreContext, ownFolders } from '../cache/context.js';
 import { fetchUri } from '../cache/fetch.js';
 import type { FetchOptions, FetchResult } from '../cache/transfer.js';
 import type { BranchOptions } from '../commits/branch.js';
@@ -107,6 +107,14 @@ export abstract class ObjectStore extends Store implements CachedStoreContext {
     this.uploads = uploadSettings(options);
   }
 
+  /**
+   * The local folder this store keeps its objects in, which no `fetch --to` or push may overlap
+   * (the embedded store's root); `undefined` here, for a remote store.
+   */
+  get localRoot(): string | undefined {
+    return undefined;
+  }
+
   /** The bucket and key a URI names. Throws {@link UriError} for another scheme. */
   locate(uri: Uri): Location {
     if (uri.scheme !== this.scheme) {
@@ -175,7 +183,7 @@ export abstract class ObjectStore extends Store implements CachedStoreContext {
     this.locate(u);
     if (options.to === undefined) return fetchUri(this, u, options);
     const { fetchTo } = await import('../folders/fetch-to.js');
-    return fetchTo(u, options as FetchToOptions, (o) => fetchUri(this, u, o));
+    return fetchTo(u, options as FetchToOptions, (o) => fetchUri(this, u, o), ownFolders(this));
   }
 
   /**

@@ -3,7 +3,7 @@
  * `provcat fetch URI/ --to DIR [--delete] --json`, through the bundled CLI on the local store.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -97,6 +97,44 @@ describe('provcat fetch URI --to DIR', () => {
     mkdirSync(path.join(dir, 'empty'));
     expect(run('fetch', 'local://b/d/a.csv', '--to', path.join(dir, 'empty')).code).toBe(0);
     expect(readFileSync(path.join(dir, 'empty', 'a.csv'), 'utf8')).toBe('aaa');
+  });
+
+  it("refuses a DIR that is, holds or lies in provcat's cache or store; push too", () => {
+    const { dir, run, put } = sandbox();
+    put('d/a.csv', 'aaa');
+    put('other/keep.txt', 'kept');
+    expect(run('commit', 'local://b/other/', '-m', 'keep').code).toBe(0);
+    const stored = () => run('cat', 'local://b/other/keep.txt');
+    // The sandbox's store (root/) and cache (cache/) are both under `dir`: a --delete of `dir`
+    // would have removed them as files the fetched folder lacks.
+    for (const to of [dir, path.join(dir, 'root'), path.join(dir, 'cache', 'x', 'new')]) {
+      const r = run('fetch', 'local://b/d/', '--to', to, '--delete', '--json');
+      expect(r.code, to).toBe(2);
+      expect(r.err).toMatch(
+        /InvalidArgument: --to .* (holds|is|is inside) (provcat's cache|the embedded store) .*nothing was written/,
+      );
+    }
+    expect(stored()).toMatchObject({ code: 0, out: 'kept' });
+    expect(run('log', 'local://b/other/').out).toMatch(/keep/);
+    // A link on the way is seen through (DIR itself a link is refused anyway).
+    const link = path.join(mkdtempSync(path.join(tmpdir(), 'provcat-link-')), 'up');
+    symlinkSync(path.dirname(dir), link);
+    const viaLink = run('fetch', 'local://b/d/', '--to', path.join(link, path.basename(dir)));
+    expect(viaLink.err).toMatch(/holds provcat's cache/);
+    // A push of a folder that holds the cache or the store is refused before any store call.
+    mkdirSync(path.join(dir, 'mine'));
+    writeFileSync(path.join(dir, 'mine', 'f'), 'f');
+    const push = run('push', dir, 'local://b/p/');
+    expect(push.code).toBe(1);
+    expect(push.err).toMatch(
+      /SourceError: cannot push .*: it holds (provcat's cache|the embedded store)/,
+    );
+    expect(run('ls', 'local://b/p/').code).toBe(3);
+    // A folder beside them, or a folder of the cache itself (a fetched path), is pushed.
+    expect(run('push', path.join(dir, 'mine'), 'local://b/p/').code).toBe(0);
+    const cached = run('fetch', 'local://b/d/').out.trim();
+    expect(run('push', cached, 'local://b/q/').code).toBe(0);
+    expect(run('cat', 'local://b/q/a.csv')).toMatchObject({ code: 0, out: 'aaa' });
   });
 });
 
