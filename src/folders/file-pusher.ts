@@ -117,14 +117,13 @@ export class FilePusher {
     const size = file.local.size;
     if (info === undefined || info.size !== size || size > this.wholeMax) return undefined;
     const sha256 = info.sha256;
-    const md5 = sha256 === undefined ? statedMd5(info) : undefined;
+    const md5 = statedMd5(info);
     if (sha256 === undefined && md5 === undefined) return undefined;
     const known = this.known(file, file.local, {
       md5: md5 !== undefined,
       sha256: sha256 !== undefined,
     });
-    if (known === undefined) return undefined;
-    if (sha256 !== undefined ? known.sha256 !== sha256 : known.md5 !== md5) return undefined;
+    if (known === undefined || !agrees(known, sha256, md5)) return undefined;
     this.progress.file().done(size);
     return { sent: undefined, learnt: { info, sha256: known.sha256 } };
   }
@@ -291,12 +290,10 @@ export class FilePusher {
   ): Promise<ObjectInfo | undefined> {
     const proved = (same: boolean, by: ObjectInfo) => (same ? by : undefined);
     if (info === undefined || info.size !== size) return undefined;
-    if (info.sha256 !== undefined) {
-      return proved((await digest({ md5: false, sha256: true })).sha256 === info.sha256, info);
-    }
     const md5 = statedMd5(info);
-    if (md5 !== undefined) {
-      return proved((await digest({ md5: true, sha256: false })).md5 === md5, info);
+    if (info.sha256 !== undefined || md5 !== undefined) {
+      const want = { md5: md5 !== undefined, sha256: info.sha256 !== undefined };
+      return proved(agrees(await digest(want), info.sha256, md5), info);
     }
     if (!this.recordSha) return undefined;
     let head: ObjectInfo;
@@ -315,4 +312,15 @@ export class FilePusher {
     if (recorded === undefined) return undefined;
     return proved((await digest({ md5: false, sha256: true })).sha256 === recorded, head);
   }
+}
+
+/**
+ * Whether the file's digests equal every digest the object states: its SHA-256 record and its
+ * MD5 both, where it states both (a record another client wrote may disagree with the bytes,
+ * which the MD5 the service computed does not).
+ */
+function agrees(file: FileDigests, sha256: string | undefined, md5: string | undefined): boolean {
+  return (
+    (sha256 === undefined || file.sha256 === sha256) && (md5 === undefined || file.md5 === md5)
+  );
 }

@@ -8,23 +8,23 @@
  *
  * 1. no object under its key, or another size: sent;
  * 2. a SHA-256 the listing reports (`ObjectInfo.sha256`: provcat's own record, where a driver's
- *    listing carries metadata, as Azure's does): unchanged when it equals the file's SHA-256;
- * 3. else an MD5 the listing states (`statedMd5`: an ETag of the exact form `"<32 hex>"` — S3's
- *    ETag of an object put in one request, every object of the local store — Azure's
- *    `Content-MD5`, GCS's `md5Hash`): unchanged when it equals the file's MD5;
- * 4. else (a multipart ETag `"…-N"`, which depends on the part size, not only the bytes; an
+ *    listing carries metadata, as Azure's does) or an MD5 it states (`statedMd5`: an ETag of
+ *    the exact form `"<32 hex>"` — S3's ETag of an object put in one request, every object of
+ *    the local store — Azure's `Content-MD5`, GCS's `md5Hash`): unchanged when the file's
+ *    digests equal every one stated (both, where both are: a SHA-256 record another client
+ *    wrote is metadata, and may disagree with the MD5 the service computed of the bytes);
+ * 3. else (a multipart ETag `"…-N"`, which depends on the part size, not only the bytes; an
  *    Azure blob of staged blocks, which has no MD5), on a driver that records the SHA-256 of
  *    provcat's puts (`sha256Metadata`): one HEAD reads the recorded SHA-256 — S3 returns
  *    `x-amz-meta-sha256` on HEAD but not in ListObjectsV2. Such objects are large (above the
  *    multipart threshold), so the HEAD is small beside the upload it saves;
- * 5. else: sent (unknown is never taken as unchanged).
+ * 4. else: sent (unknown is never taken as unchanged).
  *
- * A file is hashed at most once: with the one digest its object states (the SHA-256 when it
- * states both, since a driver that records SHA-256s needs it for the upload anyway), and a file
- * read from disk computes the SHA-256 to record in the same pass as the MD5 it compares.
+ * A file is hashed at most once: with the digests its object states, and a file read from disk
+ * computes the SHA-256 to record in the same pass as the MD5 it compares.
  *
  * So a second push of an unchanged folder of small files is one listing and no other request.
- * A store whose plain ETags are no MD5 (S3 with SSE-KMS or SSE-C) never matches in step 3, and
+ * A store whose plain ETags are no MD5 (S3 with SSE-KMS or SSE-C) never matches in step 2, and
  * every file is sent again: correct, not cheap.
  *
  * **Every object gets its Content-Type by the one rule** of src/core/content-type.ts: `contentType`
