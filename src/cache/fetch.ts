@@ -68,7 +68,7 @@ export async function fetchUri(
   if (!(await store.cache.readState(`file:${u}`))?.done) {
     const got = await fetchFileByGet(store, u, options);
     // No object: it may be a folder named without its trailing '/'.
-    return got ?? fetchFolder(store, u.asFolder(), options);
+    return got ?? fetchNamedFolder(store, u, options);
   }
   const { bucket, key } = store.locate(u);
   let info: ObjectInfo;
@@ -76,9 +76,27 @@ export async function fetchUri(
     info = await store._head(bucket, key, { signal: options.signal });
   } catch (error) {
     if (!(error instanceof NotFound)) throw error;
-    return fetchFolder(store, u.asFolder(), options);
+    return fetchNamedFolder(store, u, options);
   }
   return fetchFile(store, u, info, options);
+}
+
+/**
+ * The folder a file-form URI may name (no object under its key): its fetch, or, when there is
+ * no folder either, `NotFound` that says so of the URI as given (not of the folder `u/`).
+ */
+async function fetchNamedFolder(
+  store: CachedStoreContext,
+  u: Uri,
+  options: FetchOptions,
+): Promise<FetchResult> {
+  const folder = u.asFolder();
+  try {
+    return await fetchFolder(store, folder, options);
+  } catch (error) {
+    if (!(error instanceof NotFound) || error.uri !== folder.toString()) throw error;
+    throw new NotFound(`no file or folder at ${u}`, { uri: u.toString(), cause: error });
+  }
 }
 
 /** The identity a blob is stored under: the version ID when known, else the version. */

@@ -47,6 +47,13 @@ describe('provcat cat URI', () => {
     expect(readFileSync(out, 'utf8')).toBe('id,v\n1,one\n');
     // The managed cat's output rules: a device is refused before anything is read.
     expect(run('cat', pinned, '-o', '/dev/null').code).toBe(2);
+    // A file that is not there is named as given, not as the folder it might have been.
+    const missing = run('cat', 'local://b/d/missing.csv');
+    expect(missing.code).toBe(3);
+    expect(missing.err).toMatch(/NotFound: no file or folder at local:\/\/b\/d\/missing\.csv\n/);
+    expect(run('fetch', 'local://b/d/missing.csv').err).toMatch(
+      /no file or folder at local:\/\/b\/d\/missing\.csv\n/,
+    );
     const reversed = run('cat', pinned, '--range', '9:3');
     expect(reversed.err).toMatch(/InvalidRange: range 9\.\.3 is reversed/);
   });
