@@ -10,6 +10,14 @@
  * each key in that listing is therefore a snapshot of one instant. If they differ, wait briefly
  * and take a fresh pair; after {@link SNAPSHOT_ATTEMPTS} pairs give up with a `StoreError`.
  *
+ * A listing that lists one file current twice is no snapshot either, and counts as a pair that
+ * differed. A write that lands while a listing is between two pages makes one where the driver
+ * builds its history from a listing of generations (src/driver-kit/version-history.ts: GCS,
+ * Azure): the page before the write listed the key's old version as current, the page after it
+ * lists the new one. Two equal listings never both show it (the second one reads the new state
+ * on every page), so the argument above is unchanged; such a listing is never handed on (two
+ * records of one key would be refused by the page tree as a caller's error).
+ *
  * Each listing of a folder longer than a page is listed in key ranges at once where the driver
  * can start a listing after a key (src/folders/parallel-listing.ts): the same entries in the
  * same order, so the argument above holds unchanged (each range is read through before the
@@ -184,9 +192,13 @@ class ListingDigest {
  * kept as a digest, and its names pass the rule of `checkFolderKeys` as they stream by
  * (src/core/keys.ts `FolderKeyStream`: 8 bytes a file), before `consume` is called; the second
  * is streamed. A `consume` of a pair that differed is discarded (what it wrote must be harmless:
- * content-addressed pages). A store that lists out of key order, or a folder where two names may
- * be one on a case-insensitive disk, gets the in-memory snapshot instead (which names the clash).
- * Same refusals, with the same messages, as {@link snapshotFolder}.
+ * content-addressed pages), and so is one of a second listing that gives a file twice: it ends
+ * there with a `StoreError`, which `consume` must let through or turn into an error of its own.
+ * A store that lists out of key order, or a folder where two names may be one on a
+ * case-insensitive disk, gets the in-memory snapshot instead (which names the clash).
+ * Same refusals, with the same messages, as {@link snapshotFolder}, except that a listing giving
+ * a file current twice is taken as a pair that differed (see the module comment), named in the
+ * `StoreError` when it was the last.
  */
 export async function snapshotStream<T>(
   store: StoreContext,
@@ -201,9 +213,13 @@ export async function snapshotStream<T>(
   const where = Uri.fromKey(store.scheme, bucket, folder);
   const inFolder = (r: VersionRecord) => !isMetaKey(r.key) && r.key.startsWith(folder);
   const isFile = (r: VersionRecord) => r.current && r.size !== null && !r.key.endsWith('/');
+  /** How the last pair's listing was no snapshot, if one was (for the final refusal). */
+  let inconsistent: string | undefined;
+  const listedTwice = (key: string) => `${store.driver} listed two current versions of ${key}`;
   try {
     for (let attempt = 0; attempt < attempts; attempt++) {
       if (attempt > 0) await sleep(backoffMs(attempt, Math.random, LISTING_BACKOFF), signal);
+      inconsistent = undefined;
       const first = new ListingDigest();
       const names = new FolderKeyStream(where);
       let twice: string | undefined;
@@ -220,25 +236,45 @@ export async function snapshotStream<T>(
         names.add(r.key.slice(folder.length));
       }
       if (twice !== undefined) {
-        throw new StoreError(`${store.driver} listed two current versions of ${twice}`);
+        // Crossed by a write between two of its pages: no snapshot, so no second listing.
+        inconsistent = listedTwice(twice);
+        debug('snapshot of %s/%s: %s (attempt %d)', bucket, folder, inconsistent, attempt + 1);
+        continue;
       }
       // A folder no fetch could hold is no commit: refused before anything is written.
       if (names.finish() === 'recheck') throw new OutOfOrder();
       const second = new ListingDigest();
+      /** The file the second listing gave twice: it stopped there, and `consume` failed. */
+      let again: string | undefined;
       const files = async function* (): AsyncGenerator<CommitFile> {
         let last: string | undefined;
+        let lastFile: string | undefined;
         for await (const r of historyListing(store, bucket, folder, listing)) {
           if (!inFolder(r)) continue;
           if (last !== undefined && compareUtf8(last, r.key) > 0) throw new OutOfOrder();
           last = r.key;
           second.add(r);
           if (!isFile(r)) continue;
+          if (r.key === lastFile) {
+            again = r.key;
+            throw new StoreError(listedTwice(r.key));
+          }
+          lastFile = r.key;
           const file: CommitFile = { key: r.key, versionId: r.versionId, size: r.size as number };
           if (r.etag !== undefined) file.etag = r.etag;
           yield file;
         }
       };
-      const result = await consume(files());
+      let result: T;
+      try {
+        result = await consume(files());
+      } catch (error) {
+        // Whatever `consume` made of the listing's end, the pair differed: list again.
+        if (again === undefined) throw error;
+        inconsistent = listedTwice(again);
+        debug('snapshot of %s/%s: %s (attempt %d)', bucket, folder, inconsistent, attempt + 1);
+        continue;
+      }
       if (first.digest() === second.digest()) return result;
       debug('snapshot of %s/%s: listings differ (attempt %d)', bucket, folder, attempt + 1);
     }
@@ -254,7 +290,8 @@ export async function snapshotStream<T>(
   }
   throw new StoreError(
     `${store.scheme}://${bucket}/${folder} kept changing: ${attempts} pairs of listings ` +
-      'differed, so no consistent snapshot could be taken; retry when writes settle',
+      `differed${inconsistent ? ` (the last: ${inconsistent})` : ''}, so no consistent ` +
+      'snapshot could be taken; retry when writes settle',
     { uri: where.toString() },
   );
 }
