@@ -18,6 +18,7 @@
  *
  * @module
  */
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { debuglog } from 'node:util';
 import type { Entry } from '../contract/entry.js';
@@ -453,11 +454,14 @@ async function fetchFolder(
 
 /** Offline folder fetch: the folder's own complete copy, or one of a folder above it. */
 async function offlineFolder(store: CachedStoreContext, u: Uri, dir: string): Promise<FetchResult> {
+  let changed = false;
   for (let f: Uri = u; ; f = f.parent()) {
     const state = await store.cache.readState(`tree:${f}`);
     if (state?.done && store.cache.isRealDir(dir)) {
-      // Complete only if every file recorded below `u` is still there as it was linked: one
-      // lstat per file (a file the user deleted, truncated or replaced by a link is a miss).
+      // Complete only if every file recorded below `u` is still there as it was linked (one
+      // lstat per file: a file the user deleted, truncated or replaced by a link is a miss) and
+      // nothing else is: a fetch of a folder inside `u` shares its files, and one that found
+      // files added upstream linked them in, beside files of `u`'s older state.
       const rel = f.relative(u) ?? '';
       const top = store.cache.treePath(store.scheme, u.bucket, f.prefix);
       let count = 0;
@@ -470,15 +474,26 @@ async function offlineFolder(store: CachedStoreContext, u: Uri, dir: string): Pr
           break;
         }
       }
-      if (intact && (count > 0 || u.isBucket)) {
+      if (intact && (count > 0 || u.isBucket) && entriesBelow(dir) === count) {
         return { path: dir, files: count, downloaded: 0, bytes: 0 };
       }
+      changed = true;
     }
     if (f.isBucket) break;
   }
-  throw new OfflineMiss(`offline, and ${u} was never fetched completely into the cache`, {
-    uri: u.toString(),
-  });
+  const why = changed
+    ? 'its cached copy is no longer the one fetched (a fetch of a folder inside it, or a change in the cache, replaced or added files): fetch it online again'
+    : 'it was never fetched completely into the cache';
+  throw new OfflineMiss(`offline, and ${u}: ${why}`, { uri: u.toString() });
+}
+
+/** Entries other than folders below `dir`, at any depth (files, links, anything else). */
+function entriesBelow(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!e.isDirectory()) n++;
+  }
+  return n;
 }
 
 /** Offline file fetch: its own cached copy, or the copy inside a fetched folder. */

@@ -204,6 +204,36 @@ describe('the cache across processes', () => {
   });
 });
 
+describe('views of nested folders', () => {
+  it('offline, a folder whose files a fetch of a folder inside it changed or added is a miss', async () => {
+    const root = temp('root');
+    const cache = temp('cache');
+    const store = new LocalStore({ root, cache });
+    const offline = new LocalStore({ root, cache, offline: true });
+    await store.put('local://b/d/a', Buffer.from('A1'));
+    await store.put('local://b/d/sub/b', Buffer.from('B1'));
+    const parent = await store.fetch('local://b/d/');
+    expect(await offline.fetch('local://b/d/')).toMatchObject({ path: parent.path, files: 2 });
+    // Upstream: a changed, a file added below; then only the folder inside is fetched. It shares
+    // the parent's files, so the parent's copy holds a=A1 beside sub/c, which never existed
+    // together in the store.
+    await store.put('local://b/d/a', Buffer.from('A2'));
+    await store.put('local://b/d/sub/c', Buffer.from('C'));
+    await store.fetch('local://b/d/sub/');
+    expect(await readTree(parent.path)).toEqual({ a: 'A1', 'sub/b': 'B1', 'sub/c': 'C' });
+    const miss = await offline.fetch('local://b/d/').catch((e: unknown) => e);
+    expect(miss).toBeInstanceOf(OfflineMiss);
+    expect((miss as Error).message).toMatch(/no longer the one fetched/);
+    // The folder inside is what was fetched, and one file of the parent's state still reads.
+    expect(await offline.fetch('local://b/d/sub/')).toMatchObject({ files: 2 });
+    expect(await readFile((await offline.fetch('local://b/d/a')).path, 'utf8')).toBe('A1');
+    // Online, the parent is fetched whole again; then offline it is complete.
+    expect(await store.fetch('local://b/d/')).toMatchObject({ files: 3 });
+    expect(await offline.fetch('local://b/d/')).toMatchObject({ files: 3 });
+    expect(await readTree(parent.path)).toEqual({ a: 'A2', 'sub/b': 'B1', 'sub/c': 'C' });
+  });
+});
+
 describe('blob install', () => {
   it('writes a body read whole as a read-only blob, gives its memory back after, and refuses one of the wrong length', async () => {
     const cache = new Cache({ root: temp('blob') });
