@@ -17,7 +17,9 @@
  *    index entries are hard links (`./entry-link.ts`): inode allocation is the dearest call;
  * 3. `close` runs one `sync -f` over the file systems written (Node has no `syncfs`), falling
  *    back to fsyncs of every file and directory written, 16 at a time, then removes the stage
- *    and the marker.
+ *    and the marker. The paths for that fallback are kept only until {@link LISTED_MAX} files:
+ *    then one `sync -f` checks that it runs here, and if it does, the batch keeps no path, so
+ *    its memory does not grow with the files it writes.
  *
  * A source above {@link BATCH_MAX} bytes (or from a file of that size) is put by the store's
  * `_put`, durable on its own: a large file gains nothing from batching, and a recovery reads
@@ -74,13 +76,25 @@ export interface BatchStore {
   readonly trace: Trace;
 }
 
+/** Files a batch lists for its fsync fallback before it checks that `sync -f` runs here. */
+export const LISTED_MAX = 65_536;
+
 /** What a batch has written, for its sync pass. */
 export interface Written {
+  /** Every version file written (none kept once `syncfs`). */
   files: string[];
-  /** Every directory a put changed or created, with its ancestors up to the bucket. */
+  /**
+   * Every directory a put changed or created, with its ancestors up to the bucket (none kept
+   * once `syncfs`).
+   */
   dirs: Set<string>;
   /** One path per file system written (by `st_dev`), for `sync -f`. */
   devices: Map<number, string>;
+  /**
+   * `sync -f` ran here during the batch, so its pass is that and keeps no list (a batch of
+   * millions of files would hold every path): see {@link LISTED_MAX}.
+   */
+  syncfs?: true;
 }
 
 /** The local store's batch of puts below one prefix (see the module comment). */
@@ -89,7 +103,13 @@ export class LocalPutBatch implements PutBatch {
   #closing: Promise<void> | undefined;
   readonly #start = Date.now();
   readonly #inFlight = new Set<Promise<unknown>>();
-  readonly #written: Written = { files: [], dirs: new Set(), devices: new Map() };
+  #written: Written = { files: [], dirs: new Set(), devices: new Map() };
+  /** Versions written. */
+  #count = 0;
+  /** Folders made (and their ancestors), so each is made once. */
+  readonly #folders = new Set<string>();
+  /** The check that `sync -f` runs here, once {@link LISTED_MAX} files are listed. */
+  #probe: Promise<void> | undefined;
   readonly #bucketDir: string;
   /** Whether the stage directory (`<marker>.stage/`) was made. */
   #staged = false;
@@ -98,6 +118,8 @@ export class LocalPutBatch implements PutBatch {
     private readonly store: BatchStore,
     private readonly bucket: string,
     private readonly prefix: string,
+    /** Files listed before the check that `sync -f` runs ({@link LISTED_MAX}; less in tests). */
+    private readonly listedMax = LISTED_MAX,
   ) {
     if (prefix !== '' && !prefix.endsWith('/')) {
       throw new RangeError(`a batch's prefix is '' or ends in '/', not ${JSON.stringify(prefix)}`);
@@ -124,6 +146,11 @@ export class LocalPutBatch implements PutBatch {
   close(): Promise<void> {
     this.#closing ??= this.#close();
     return this.#closing;
+  }
+
+  /** Paths kept for the fsync fallback of the sync pass (files and directories). */
+  get listed(): number {
+    return this.#written.files.length + this.#written.dirs.size;
   }
 
   async #put(key: string, source: Uint8Array | string, options: PutOptions): Promise<ObjectInfo> {
@@ -189,9 +216,25 @@ export class LocalPutBatch implements PutBatch {
     size: number,
     options: PutOptions,
   ): ObjectInfo {
-    this.#written.files.push(path.join(where.dir, published.name));
+    this.#count++;
+    const written = this.#written;
+    if (written.syncfs === undefined) {
+      written.files.push(path.join(where.dir, published.name));
+      if (written.files.length >= this.listedMax) this.#probe ??= this.#probeSyncfs();
+    }
     options.onProgress?.(size);
     return infoOf(key, published);
+  }
+
+  /**
+   * One `sync -f` of what was written so far: once it ran, the final pass will be one too, and
+   * the lists kept for the fsync fallback go (what is written meanwhile is covered by the final
+   * pass all the same). Where it cannot run, the lists stay.
+   */
+  async #probeSyncfs(): Promise<void> {
+    const devices = this.#written.devices;
+    const ran = await syncFileSystems([...devices.values()]).catch(() => false);
+    if (ran) this.#written = { files: [], dirs: new Set(), devices, syncfs: true };
   }
 
   /**
@@ -268,17 +311,19 @@ export class LocalPutBatch implements PutBatch {
    * {@link publishFresh}) and note what the sync pass must cover.
    */
   #makeDirs(where: KeyPath, fresh: boolean): void {
-    const { dirs, devices } = this.#written;
-    if (!dirs.has(where.folder)) {
+    const { dirs, devices, syncfs } = this.#written;
+    const folders = this.#folders;
+    if (!folders.has(where.folder)) {
       for (let d = where.folder; d.length >= this.#bucketDir.length; d = path.dirname(d)) {
-        if (dirs.has(d)) break;
-        dirs.add(d);
+        if (folders.has(d)) break;
+        folders.add(d);
+        if (syncfs === undefined) dirs.add(d);
       }
       mkdirSync(where.folder, { recursive: true });
       const dev = statSync(where.folder).dev;
       if (!devices.has(dev)) devices.set(dev, where.folder);
     }
-    dirs.add(where.dir);
+    if (syncfs === undefined) dirs.add(where.dir);
     if (fresh) return;
     try {
       mkdirSync(where.dir);
@@ -291,13 +336,14 @@ export class LocalPutBatch implements PutBatch {
 
   async #close(): Promise<void> {
     await Promise.allSettled([...this.#inFlight]);
+    await this.#probe;
     if (this.#marker === undefined) return;
     const marker = await this.#marker;
     await syncWritten(this.#written, this.store.trace);
     if (this.#staged) await removeStage(marker);
     await removeMarker(this.store.root, marker);
     this.store.trace(
-      `batch local://${this.bucket}/${this.prefix}: ${this.#written.files.length} versions durable`,
+      `batch local://${this.bucket}/${this.prefix}: ${this.#count} versions durable`,
     );
   }
 }
@@ -313,6 +359,12 @@ export async function syncWritten(
   trace: Trace,
   command: string | null = syncCommand(),
 ): Promise<void> {
+  if (written.syncfs) {
+    if (await syncFileSystems([...written.devices.values()], command)) return;
+    throw new StoreError(
+      `cannot make a batch of puts durable: ${command ?? 'sync'} -f ran earlier in the batch, and cannot now`,
+    );
+  }
   if (written.files.length === 0 && written.dirs.size === 0) return;
   if (written.files.length >= SYNCFS_MIN_FILES) {
     if (await syncFileSystems([...written.devices.values()], command)) return;

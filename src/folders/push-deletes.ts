@@ -10,6 +10,7 @@ import type { ObjectInfo } from '../contract/primitives.js';
 import type { StoreContext } from '../contract/store-context.js';
 import { NotFound } from '../core/errors.js';
 import { forEachInOrder } from '../core/ordered.js';
+import { owned } from './line-files.js';
 import { planBatches } from './push-plan.js';
 
 /** One thing a push did (or, in a dry run, would do). */
@@ -58,7 +59,11 @@ export async function deleteExtra(
     },
     (info, outcome) => {
       if (outcome !== undefined && 'value' in outcome && outcome.value) {
-        deletes.push({ action: 'delete', path: info.key.slice(prefix.length), size: info.size });
+        deletes.push({
+          action: 'delete',
+          path: owned(info.key.slice(prefix.length)),
+          size: info.size,
+        });
       }
       return undefined;
     },

@@ -69,6 +69,7 @@ import { sweepAbandonedTemps } from '../core/fs-atomic.js';
 import { forEachInOrder, type Outcome } from '../core/ordered.js';
 import { toUri, type Uri } from '../core/uri.js';
 import { FilePusher, type PushContext, type Pushed, PushItem } from './file-pusher.js';
+import { owned } from './line-files.js';
 import { PushProgress } from './push-bookkeeping.js';
 import { deleteExtra, type PushAction } from './push-deletes.js';
 import { indexFolder, PushIndex, type PushIndexWriter } from './push-index.js';
@@ -247,7 +248,7 @@ export async function runPush(
       const pushed = outcome !== undefined && 'value' in outcome ? outcome.value : undefined;
       if (pushed !== undefined) {
         if (pushed.sent === undefined) skipped++;
-        else uploads.push({ action: 'upload', path: item.rel, size: pushed.sent });
+        else uploads.push({ action: 'upload', path: owned(item.rel), size: pushed.sent });
       }
       if (digests === undefined) return wrote;
       const learnt = pushed?.learnt;

@@ -14,7 +14,7 @@ import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { syncWritten } from '../../drivers/local/batch.js';
+import { LocalPutBatch, syncWritten } from '../../drivers/local/batch.js';
 import { BATCHES_DIR, type BatchMarker, markerName } from '../../drivers/local/batch-marker.js';
 import { LocalStore } from '../../drivers/local/index.js';
 import { keyPath } from '../../drivers/local/key-paths.js';
@@ -173,6 +173,34 @@ describe('local store: batched puts after a crash', () => {
     await expect(again._get('b', 'only')).rejects.toBeInstanceOf(NotFound);
     expect(await keysOf(again, 'b', '')).toEqual([]);
     await again.close();
+  });
+
+  it('keeps no path per file once sync -f ran, so a large batch holds no list', async () => {
+    const root = path.join(work, `root-${n++}`);
+    const store = new LocalStore({ root, cache: path.join(work, `cache-${n++}`) });
+    const lines: string[] = [];
+    const batch = new LocalPutBatch(
+      {
+        root,
+        ready: () => Promise.resolve(),
+        put: (key, source, options) => store._put('b', key, source, options),
+        trace: (m) => lines.push(m),
+      },
+      'b',
+      'p/',
+      8,
+    );
+    for (let i = 0; i < 40; i++) {
+      await batch.put(`p/d${i % 4}/f${String(i).padStart(2, '0')}`, Buffer.from(`bytes ${i}`));
+    }
+    await batch.close();
+    // The check ran after the 8th file: the lists went, the rest was made durable by sync -f.
+    expect(batch.listed).toBe(0);
+    expect(lines).toContain('batch local://b/p/: 40 versions durable');
+    expect(await keysOf(store, 'b', 'p/')).toHaveLength(40);
+    expect(await text((await store._get('b', 'p/d3/f39')).body)).toBe('bytes 39');
+    expect(readdirSync(path.join(root, BATCHES_DIR))).toEqual([]);
+    await store.close();
   });
 
   it('close makes the versions durable without sync -f too (fsync of each file and directory)', async () => {
