@@ -146,8 +146,9 @@ async function firstPage(
   signal?: AbortSignal,
 ): Promise<{ prefixes: string[]; objects: ObjectInfo[] }> {
   for await (const page of ctx._pages(bucket, prefix, { delimiter: '/', limit: 2, signal })) {
-    const objects = page.objects.filter((o) => o.key !== prefix);
-    if (page.prefixes.length > 0 || objects.length > 0) return { prefixes: page.prefixes, objects };
+    // A folder marker alone (`prefix` itself, as consoles and `rclone mkdir` make) counts: the
+    // folder exists, empty, as `list` of its parent shows it and `list` of it answers.
+    if (page.prefixes.length > 0 || page.objects.length > 0) return page;
   }
   return { prefixes: [], objects: [] };
 }

@@ -128,8 +128,8 @@ export abstract class ObjectStore extends Store implements CachedStoreContext {
   // ---- the API, built once on the primitives (src/folders/, cache/, commits/, upload/) -----
 
   /**
-   * One file or folder. A key with keys below it is a folder; a bucket that exists always is
-   * (`NotFound` for one that does not). At
+   * One file or folder. A key with keys below it is a folder (a folder marker `key/` alone too,
+   * as `list` shows it); a bucket that exists always is (`NotFound` for one that does not). At
    * `?at=version:` the version's metadata (cached after the first read, so it works offline);
    * at `?at=commit:` the commit's manifest. Without `?at=`, offline mode raises `OfflineMiss`.
    */

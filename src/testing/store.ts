@@ -77,6 +77,18 @@ export function storeSuite(target: ConformanceTarget): void {
       await expect(store.list(url(p, 'none/'))).rejects.toBeInstanceOf(NotFound);
       await expect(store.list(url(p, 'a.csv'))).rejects.toBeInstanceOf(NotFound);
 
+      if (target.flags.hostileKeys) {
+        // A marker with nothing below is an empty folder: listed, and so stat and list say.
+        await store._put(target.bucket, `${p}m/empty/`, Buffer.alloc(0));
+        const ml = await store.list(url(p, 'm/'));
+        expect(ml.map((e) => [e.kind, e.uri.toString()])).toEqual([
+          ['file', url(p, 'm/3.csv')],
+          ['folder', url(p, 'm/empty/')],
+        ]);
+        expect((await store.stat(url(p, 'm/empty/'))).kind).toBe('folder');
+        expect((await store.stat(url(p, 'm/empty'))).uri.toString()).toBe(url(p, 'm/empty/'));
+        expect(await store.list(url(p, 'm/empty/'))).toEqual([]);
+      }
       const all = await store.walk(url(p, ''));
       expect(all.map((e) => e.uri.key.slice(p.length))).toEqual([
         'a.csv',
