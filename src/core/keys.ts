@@ -81,9 +81,19 @@ function foldName(rel: string): string {
 }
 
 function caseClash(where: Uri, other: string, rel: string): StoreError {
-  return new StoreError(
-    `${where}: '${other}' and '${rel}' would be one file on a case-insensitive disk`,
-    { uri: where.toString() },
+  const spellings = other.normalize('NFC') === rel.normalize('NFC');
+  const why = spellings
+    ? `'${other}' and '${rel}' (${escaped(other)} and ${escaped(rel)}) are one name in two ` +
+      'Unicode spellings, which a normalizing disk (macOS) stores as one file'
+    : `'${other}' and '${rel}' would be one file on a case-insensitive disk`;
+  return new StoreError(`${where}: ${why}`, { uri: where.toString() });
+}
+
+/** `s` as a JSON string with every non-ASCII unit escaped, so two spellings look different. */
+function escaped(s: string): string {
+  return JSON.stringify(s).replace(
+    /[\u0080-\uffff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
 }
 
