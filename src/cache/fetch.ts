@@ -18,14 +18,13 @@
  *
  * @module
  */
-import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { debuglog } from 'node:util';
 import type { Entry } from '../contract/entry.js';
 import type { GetResult, ObjectInfo } from '../contract/primitives.js';
 import { ADAPTIVE_MAX_CONCURRENCY } from '../contract/store-context.js';
 import { type AdaptiveWindow, forEachAdaptive } from '../core/concurrency.js';
-import { NotFound, ObjectIntegrityError, OfflineMiss } from '../core/errors.js';
+import { NotFound, ObjectIntegrityError } from '../core/errors.js';
 import { checkFolderKeys } from '../core/keys.js';
 import type { Uri } from '../core/uri.js';
 import { listFiles } from '../folders/listing.js';
@@ -47,6 +46,7 @@ import {
   statedDigest,
 } from './content-digest.js';
 import type { CachedStoreContext } from './context.js';
+import { offlineFile, offlineFolder, sameFile } from './fetch-offline.js';
 import { type FetchOptions, type FetchResult, Transfer } from './transfer.js';
 
 /** Dispatch a fetch by the kind of URI. */
@@ -314,14 +314,6 @@ async function fetchFileByGet(
   });
 }
 
-/**
- * True when `dest` is still the file a state recorded ({@link matchesRecord}: a regular file,
- * same inode, size and mtime), in real directories (no link on the way).
- */
-function sameFile(cache: CachedStoreContext['cache'], dest: string, rec: FileRecord): boolean {
-  return matchesRecord(lstatOrUndefined(dest), rec) && cache.isRealDir(path.dirname(dest));
-}
-
 /** Fetch a folder (no pin). */
 async function fetchFolder(
   store: CachedStoreContext,
@@ -450,82 +442,6 @@ async function fetchFolder(
     }
     return { path: dir, files: entries.length, downloaded, bytes: transfer.bytes };
   });
-}
-
-/** Offline folder fetch: the folder's own complete copy, or one of a folder above it. */
-async function offlineFolder(store: CachedStoreContext, u: Uri, dir: string): Promise<FetchResult> {
-  let changed = false;
-  for (let f: Uri = u; ; f = f.parent()) {
-    const state = await store.cache.readState(`tree:${f}`);
-    if (state?.done && store.cache.isRealDir(dir)) {
-      // Complete only if every file recorded below `u` is still there as it was linked (one
-      // lstat per file: a file the user deleted, truncated or replaced by a link is a miss) and
-      // nothing else is: a fetch of a folder inside `u` shares its files, and one that found
-      // files added upstream linked them in, beside files of `u`'s older state.
-      const rel = f.relative(u) ?? '';
-      const top = store.cache.treePath(store.scheme, u.bucket, f.prefix);
-      let count = 0;
-      let intact = true;
-      for (const [k, rec] of Object.entries(state.files)) {
-        if (!k.startsWith(rel)) continue;
-        count++;
-        if (!sameFile(store.cache, `${top}/${k}`, rec)) {
-          intact = false;
-          break;
-        }
-      }
-      if (intact && (count > 0 || u.isBucket) && entriesBelow(dir) === count) {
-        return { path: dir, files: count, downloaded: 0, bytes: 0 };
-      }
-      changed = true;
-    }
-    if (f.isBucket) break;
-  }
-  const why = changed
-    ? 'its cached copy is no longer the one fetched (a fetch of a folder inside it, or a change in the cache, replaced or added files): fetch it online again'
-    : 'it was never fetched completely into the cache';
-  throw new OfflineMiss(`offline, and ${u}: ${why}`, { uri: u.toString() });
-}
-
-/** Entries other than folders below `dir`, at any depth (files, links, anything else). */
-function entriesBelow(dir: string): number {
-  let n = 0;
-  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true })) {
-    if (!e.isDirectory()) n++;
-  }
-  return n;
-}
-
-/** Offline file fetch: its own cached copy, or the copy inside a fetched folder. */
-async function offlineFile(store: CachedStoreContext, u: Uri): Promise<FetchResult> {
-  const { cache } = store;
-  const { bucket, key } = store.locate(u);
-  const own = await cache.readState(`file:${u}`);
-  const cur = own?.files[''];
-  const dest = cache.filePath(store.scheme, bucket, key);
-  if (own?.done && cur && sameFile(cache, dest, cur)) {
-    return { path: dest, files: 1, downloaded: 0, bytes: 0 };
-  }
-  for (let f = u.parent(); ; f = f.parent()) {
-    const state = await cache.readState(`tree:${f}`);
-    const rel = f.relative(u) ?? '';
-    const entry = state?.files[rel];
-    const inTree = `${cache.treePath(store.scheme, bucket, f.prefix)}/${rel}`;
-    if (state?.done && entry && sameFile(cache, inTree, entry)) {
-      return { path: inTree, files: 1, downloaded: 0, bytes: 0 };
-    }
-    if (f.isBucket) break;
-  }
-  // Maybe it is a folder named without its '/'.
-  try {
-    return await offlineFolder(
-      store,
-      u.asFolder(),
-      cache.treePath(store.scheme, bucket, `${key}/`),
-    );
-  } catch {
-    throw new OfflineMiss(`offline, and ${u} is not in the cache`, { uri: u.toString() });
-  }
 }
 
 /**

@@ -9,8 +9,9 @@
  * - A rerun writes only what differs: a file is kept when it is a regular file of the cached
  *   copy's size and modification time (each copy is given its source's mtime, the quick check
  *   rsync makes), or of its size and bytes (compared when only the mtime differs; the file then
- *   gets the cached copy's mtime back); a file missing, or edited since in its size or mtime, is written again (an edit that keeps both is not seen). Each write goes to a temp
- *   file beside the target, renamed over it: a reader never sees half a file.
+ *   gets the cached copy's mtime back); a file missing, or edited since in its size or mtime,
+ *   is written again (an edit that keeps both is not seen). Each write goes to a temp file
+ *   beside the target, renamed over it: a reader never sees half a file.
  * - `onProgress` hears of the fetch into the cache (`fetch`), then of the copies (`copy`: bytes
  *   and files written of those to write).
  * - With `delete`, files under DIR that the fetched folder lacks are removed (then the folders
@@ -18,8 +19,8 @@
  * - Refused before anything is written under DIR: a DIR that is not a real directory (a
  *   symbolic link, a file, a device); a DIR that is, holds or lies inside one of provcat's own
  *   folders (the cache, the embedded store's root: src/core/own-folders.ts — `delete` would
- *   remove them as files the fetched folder lacks); a DIR that holds a symbolic link or a special file anywhere
- *   (a link could lead a write outside DIR); a local folder where a fetched file goes, or a file
+ *   remove them as files the fetched folder lacks); a DIR that holds a symbolic link or a
+ *   special file anywhere (a link could lead a write outside DIR); a local folder where a fetched file goes, or a file
  *   where a fetched folder goes; a local name that differs from a fetched one only in case or
  *   Unicode form (one disk may hold them as one name). Keys no local name can hold (unnameable keys, names one
  *   case-insensitive or normalizing disk would store as one) are refused by the fetch itself,
