@@ -10,7 +10,8 @@
  * failure or cancellation removes it; after it nothing removes the object. A writer killed before
  * the rename leaves its temp and a marker `.provcat/uploads/<pid>.<id>` naming it; the next
  * upload to the stage removes the temps of writers that are gone (their pid is not running, or
- * the marker is older than {@link STALE_UPLOAD_MS}), and GC lists them as open uploads.
+ * the marker is older than {@link STALE_UPLOAD_MS}), and GC lists them as open uploads; a marker
+ * its writer was killed while writing (no whole line) names no temp yet, and just goes.
  *
  * **Containment is checked on the real path** (issue: a symlink inside the stage, `ab -> /etc`,
  * must not let a location reach outside): every path is resolved with `realpath` and must be the

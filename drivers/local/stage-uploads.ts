@@ -62,6 +62,21 @@ export interface UploadFiles {
   markersFolder(): Promise<string | undefined>;
 }
 
+/** An upload's marker, read. */
+interface Marker {
+  file: string;
+  /** The key of the temp it names. */
+  key: string;
+  time: Date;
+  /** Its writer is gone (not running, or the marker is older than STALE_UPLOAD_MS). */
+  gone: boolean;
+  /**
+   * It was written to its end (a line): its writer opens the temp only after that, so a marker
+   * cut short names no temp.
+   */
+  whole: boolean;
+}
+
 /** The part protocol of a local stage: a temp file written at offsets, then renamed. */
 export class FileUploads implements PartProtocol {
   readonly name = 'local upload';
@@ -190,7 +205,7 @@ export class FileUploads implements PartProtocol {
   /** The uploads whose writer is gone (their markers), oldest first. */
   async *listUploads(): AsyncIterable<OpenUpload> {
     for (const m of await this.markers()) {
-      if (!m.gone) continue;
+      if (!m.gone || !m.whole) continue;
       const { problem } = await this.files.containedTemp(m.key);
       if (problem !== undefined) {
         debug('not listing the marker %s: it names %j, %s', m.file, m.key, problem);
@@ -201,9 +216,7 @@ export class FileUploads implements PartProtocol {
   }
 
   /** The markers below the stage's prefix: which temp each names, and whether its writer is gone. */
-  private async markers(): Promise<
-    Array<{ file: string; key: string; time: Date; gone: boolean }>
-  > {
+  private async markers(): Promise<Array<Marker>> {
     const dir = await this.files.markersFolder();
     if (dir === undefined) return [];
     let names: string[];
@@ -213,7 +226,7 @@ export class FileUploads implements PartProtocol {
       if ((error as { code?: string }).code === 'ENOENT') return [];
       throw fsError(error, `cannot list ${dir}`, dir);
     }
-    const out: Array<{ file: string; key: string; time: Date; gone: boolean }> = [];
+    const out: Marker[] = [];
     for (const name of names) {
       const m = /^(\d+)\.[0-9a-f]+$/.exec(name);
       if (!m) continue;
@@ -237,6 +250,7 @@ export class FileUploads implements PartProtocol {
           key,
           time: stats.mtime,
           gone: !mine && (old || !isRunning(Number(m[1]))),
+          whole: text.endsWith('\n'),
         });
       } catch (error) {
         if ((error as { code?: string }).code !== 'ENOENT') throw error;
@@ -251,6 +265,13 @@ export class FileUploads implements PartProtocol {
     this.swept = true;
     for (const m of await this.markers()) {
       if (!m.gone) continue;
+      if (!m.whole) {
+        // Its writer died while writing it, so before it opened its temp: nothing to remove
+        // but the marker (an empty or cut key would otherwise keep it for ever).
+        debug('removed the unfinished marker of a gone writer: %s', m.file);
+        await rm(m.file, { force: true });
+        continue;
+      }
       try {
         await this.files.removeTemp(m.key);
       } catch (error) {

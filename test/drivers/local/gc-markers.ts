@@ -131,4 +131,26 @@ describe('upload markers of a local stage', () => {
     expect(await exists(temp)).toBe(false);
     await stage.close();
   });
+
+  it("a dead writer's marker cut short (killed while writing it) is removed by the next upload", async () => {
+    const { dir, root } = await setup();
+    const folder = path.join(root, '.provcat', 'uploads');
+    await mkdir(folder, { recursive: true });
+    // Killed between the marker's create and its write, or within the write: no temp was opened.
+    const empty = path.join(folder, `${deadPid()}.${randomBytes(6).toString('hex')}`);
+    await writeFile(empty, '');
+    const cut = path.join(folder, `${deadPid()}.${randomBytes(6).toString('hex')}`);
+    await writeFile(cut, 'ab/ab');
+    const stage = stageAt(root);
+    await stage.addReferences('ds', [stage.uriOf('data/kept.bin')]);
+    // GC lists neither as an open upload.
+    const plan = await planGc(stage, { out: path.join(dir, 'plan'), olderThanMs: 0 });
+    expect(plan.uploads).toBe(0);
+    const source = path.join(dir, 'source.bin');
+    await writeFile(source, randomBytes(10));
+    await stage.upload(source);
+    expect(await exists(empty)).toBe(false);
+    expect(await exists(cut)).toBe(false);
+    await stage.close();
+  });
 });
