@@ -29,7 +29,6 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import envPaths from 'env-paths';
 import type {
   Capabilities,
   GetOptions,
@@ -44,6 +43,7 @@ import type {
   VersionRecord,
 } from '../../src/contract/primitives.js';
 import { tempName } from '../../src/core/fs-atomic.js';
+import { defaultLocalRoot } from '../../src/core/own-folders.js';
 import { ObjectStore } from '../../src/store/object-store.js';
 import type { StoreOptions } from '../../src/store/store.js';
 import { LocalPutBatch } from './batch.js';
@@ -62,16 +62,7 @@ export interface LocalStoreOptions extends StoreOptions {
   root?: string | undefined;
 }
 
-/**
- * The default root of the local store: `PROVCAT_LOCAL_ROOT` when set and not empty, else
- * env-paths' data directory for `provcat`. Always absolute.
- */
-export function defaultLocalRoot(env: NodeJS.ProcessEnv = process.env): string {
-  const fromEnv = env.PROVCAT_LOCAL_ROOT;
-  return path.resolve(
-    fromEnv !== undefined && fromEnv !== '' ? fromEnv : envPaths('provcat', { suffix: '' }).data,
-  );
-}
+export { defaultLocalRoot };
 
 /**
  * The embedded, versioned object store serving `local://` (see the module comment).

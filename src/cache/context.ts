@@ -5,7 +5,7 @@
  * @module
  */
 import type { StoreContext } from '../contract/store-context.js';
-import type { OwnFolder } from '../core/own-folders.js';
+import { defaultLocalRoot, type OwnFolder } from '../core/own-folders.js';
 import type { Cache } from './cache.js';
 
 /** A store's primitives and settings with its local cache. `ObjectStore` is one. */
@@ -14,10 +14,16 @@ export interface CachedStoreContext extends StoreContext {
   readonly cache: Cache;
 }
 
-/** provcat's own local folders for `store`: its cache, and its objects' folder when it has one. */
+/**
+ * provcat's own local folders for `store`: its cache, its objects' folder when it has one, and
+ * the embedded store's root as the environment names it (whichever store is at work: a fetch
+ * from `s3://` must not delete the `local://` buckets either).
+ */
 export function ownFolders(store: Pick<CachedStoreContext, 'cache' | 'localRoot'>): OwnFolder[] {
   const own: OwnFolder[] = [{ path: store.cache.root, what: "provcat's cache" }];
   if (store.localRoot !== undefined)
     own.push({ path: store.localRoot, what: 'the embedded store' });
+  const local = defaultLocalRoot();
+  if (local !== store.localRoot) own.push({ path: local, what: 'the embedded store' });
   return own;
 }

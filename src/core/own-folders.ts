@@ -12,6 +12,19 @@
  */
 import { realpathSync } from 'node:fs';
 import path from 'node:path';
+import envPaths from 'env-paths';
+
+/**
+ * The default root of the embedded store (the `local://` driver's): `PROVCAT_LOCAL_ROOT` when
+ * set and not empty, else env-paths' data directory for `provcat`. Always absolute. Here, not in
+ * the driver, because every store keeps it apart from the folders it writes and deletes.
+ */
+export function defaultLocalRoot(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env.PROVCAT_LOCAL_ROOT;
+  return path.resolve(
+    fromEnv !== undefined && fromEnv !== '' ? fromEnv : envPaths('provcat', { suffix: '' }).data,
+  );
+}
 
 /** One of provcat's own local folders. */
 export interface OwnFolder {
