@@ -8,7 +8,8 @@
  * item before it have settled. At most `window` items wait between start and `emit`, so one slow
  * item (a large upload) holds back that many finished ones, not the rest of the source. An item
  * whose value is known at once (`quick`: a file a second push finds unchanged) takes no slot and
- * no promise; most items of a second push are such, and a promise chain each was a tenth of it.
+ * no promise; most items of a second push are such (docs/performance.md, "Unchanged files found
+ * at once").
  *
  * On the first failure no new item starts, the shared signal aborts the ones in flight, and once
  * they have settled, every item is still emitted — those that ran with their outcome, the rest of
